@@ -1,0 +1,223 @@
+"""aka: the command line. `aka optimize | bench | ops | shapes | calibrate | kb | audit`.
+
+Exit codes: 0 accepted / success, 1 rejected (with reasons), 2 usage error.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="aka: profile-guided Triton kernel optimization with a scorer that cannot be gamed.")
+
+
+def usage_error(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", err=True, fg="red")
+    return typer.Exit(2)
+
+
+def _operator(name: str):
+    from benchmarks.registry import UnknownOperator, load_operator
+    try:
+        return load_operator(name)
+    except UnknownOperator as e:
+        raise usage_error(str(e))
+
+
+def _config(config: Optional[Path], overrides: List[str]):
+    try:
+        return load_config(config, overrides)
+    except ConfigError as e:
+        raise usage_error(str(e))
+
+
+def resolve_hardware(cfg, name: str | None):
+    """(primary, other): primary is what scores use (calibrated when asked and available), other the
+    datasheet or calibrated counterpart for the side-by-side line; other may be None."""
+    from benchmarks.hardware import hardware_for_gpu, list_hardware, load_calibrated, load_hardware
+    key = name or cfg.hardware
+    if key == "auto":
+        key = None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            gpu = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            key = hardware_for_gpu(gpu if isinstance(gpu, str) else gpu.decode())
+        except Exception:
+            key = None
+        key = key or "h200"
+    if key not in list_hardware():
+        raise usage_error(f"unknown hardware {key!r}; known: {', '.join(list_hardware())}")
+    datasheet = load_hardware(key)
+    calibrated = load_calibrated(cfg.home_dir, key)
+    if cfg.ceilings == "calibrated" and calibrated is not None:
+        return calibrated, datasheet
+    return datasheet, calibrated
+
+
+@app.command()
+def ops():
+    """List the operators with their signatures."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from benchmarks.registry import list_operators, load_operator
+    table = Table(title="operators")
+    for col in ("name", "signature", "shapes (hot/all)"):
+        table.add_column(col)
+    for name in list_operators():
+        spec = load_operator(name)
+        table.add_row(name, spec.signature, f"{len(spec.select('hot'))}/{len(spec.shapes)}")
+    Console().print(table)
+
+
+@app.command()
+def shapes(op: str = typer.Option(..., "--op", help="operator name (aka ops lists them)"),
+           shape_set: str = typer.Option("all", "--shape-set", help="hot | all | prefill | decode")):
+    """List an operator's shapes: dims, dtype, phase, source model and weight within the set."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from benchmarks.scoring import normalize
+    spec = _operator(op)
+    try:
+        chosen = spec.select(shape_set)
+    except ValueError as e:
+        raise usage_error(str(e))
+    weights = normalize({s.id: s.weight for s in chosen})
+    table = Table(title=f"{op} shapes ({shape_set}); weight = share of the set's GPU time")
+    for col in ("id", "dims", "dtype", "phase", "hot", "weight", "source"):
+        table.add_column(col)
+    for s in chosen:
+        table.add_row(s.id, s.label(), s.dtype, s.phase, "yes" if s.hot else "", f"{weights[s.id]:.3f}", s.source)
+    Console().print(table)
+
+
+@app.command()
+def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists them)"),
+          kernel: Optional[Path] = typer.Option(None, "--kernel", help="candidate file (default: the operator's seed)"),
+          shape_set: str = typer.Option("hot", "--shape-set", help="hot | all | prefill | decode"),
+          hardware: Optional[str] = typer.Option(None, "--hardware", help="profile in configs/hardware (default: auto)"),
+          json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict record here"),
+          baseline: Optional[str] = typer.Option(None, "--baseline", help="score the PyTorch reference: eager | compile"),
+          counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
+          config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
+          override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
+    """Score a kernel (default: the operator's seed) on an operator's shapes through the sandbox."""
+    interpreter = use_interpreter_if_no_gpu()
+    cfg = _config(config, override)
+    spec = _operator(op)
+    if baseline not in (None, "eager", "compile"):
+        raise usage_error(f"--baseline {baseline!r}: choose eager or compile")
+    if baseline and kernel:
+        raise usage_error("--baseline scores the PyTorch reference; drop --kernel, or drop --baseline")
+    try:
+        chosen = spec.select(shape_set)
+    except ValueError as e:
+        raise usage_error(str(e))
+    if not chosen:
+        raise usage_error(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
+    path = Path(kernel) if kernel else Path(spec.seed_path)
+    if not baseline and not path.is_file():
+        raise usage_error(f"kernel file {path} does not exist")
+    primary, other = resolve_hardware(cfg, hardware)
+    if interpreter:
+        typer.secho(f"note: {__import__('agent.report', fromlist=['x']).INTERPRETER_NOTE}", fg="yellow", err=True)
+
+    from rich.console import Console
+
+    from agent.report import rescore, shape_table
+    from sandbox import EvalRequest, evaluate
+    s = cfg.sandbox
+    result = evaluate(EvalRequest(op=op, source="" if baseline else path.read_text(), shapes=chosen,
+                                  hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
+                                  dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
+                                  counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
+                                  require_features=s.require_features, baseline=baseline,
+                                  network_namespace=s.network_namespace,
+                                  gpu_memory_fraction=s.gpu_memory_fraction))
+    console = Console()
+    what = f"baseline {baseline}" if baseline else str(path)
+    console.print(shape_table(result, f"{op} [{shape_set}] {what} — ceilings: {primary.name} {primary.source}"))
+    if result.s_i is not None:
+        console.print(f"S_i = {result.s_i:.3f} against {primary.source} ceilings "
+                      f"({primary.bandwidth_tbs:.2f} TB/s, bf16 {primary.peaks_tflops.get('bf16', 0):.0f} TFLOP/s)")
+        if other is not None:
+            alt = rescore(result, other)
+            if alt.s_i is not None:
+                console.print(f"S_i = {alt.s_i:.3f} against {other.source} ceilings "
+                              f"({other.bandwidth_tbs:.2f} TB/s, bf16 {other.peaks_tflops.get('bf16', 0):.0f} TFLOP/s)")
+    elif result.interpreter:
+        console.print("S_i: not scored (interpreter timings are not scores)")
+    for flag in result.flags:
+        console.print(f"[yellow]flag:[/] {flag}")
+    if result.accepted:
+        console.print(f"[green]accepted[/]")
+    else:
+        console.print(f"[red]rejected[/] at {result.failed_stage}:")
+        for r in result.reasons:
+            console.print(f"  - {r}")
+    if json_out:
+        record = result.to_json()
+        record["ceilings_other"] = None
+        if other is not None and result.s_i is not None:
+            alt = rescore(result, other)
+            record["ceilings_other"] = {"source": other.source, "s_i": alt.s_i, "attainment": alt.attainment}
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(record, indent=2, default=str))
+        console.print(f"wrote {json_out}")
+    raise typer.Exit(0 if result.accepted else 1)
+
+
+@app.command()
+def calibrate(quick: bool = typer.Option(False, "--quick", help="fewer repetitions"),
+              config: Optional[Path] = typer.Option(None, "--config"),
+              override: List[str] = typer.Option([], "-c")):
+    """Measure this GPU's memory bandwidth, bf16/fp8 matmul rates and latency floor; save them."""
+    cfg = _config(config, override)
+    from benchmarks.hardware import hardware_for_gpu, save_calibration
+    try:
+        import torch
+        if not torch.cuda.is_available():
+            raise RuntimeError
+    except Exception:
+        raise usage_error("aka calibrate needs a CUDA GPU; none is visible (scores then use datasheet ceilings)")
+    from benchmarks.calibrate import calibrate as run_calibration
+    measured = run_calibration(quick=quick)
+    key = hardware_for_gpu(measured["gpu_name"])
+    if key is None:
+        raise usage_error(f"no profile in configs/hardware matches {measured['gpu_name']!r}; add one first")
+    path = save_calibration(cfg.home_dir, key, measured)
+    typer.echo(json.dumps(measured, indent=2))
+    typer.echo(f"saved calibrated ceilings for {key} to {path}")
+
+
+def _mount() -> None:
+    """Sub-commands that live in their own modules."""
+    from agent.cli_audit import app as audit_app
+    from agent.cli_kb import app as kb_app
+    from agent.cli_optimize import optimize
+    app.add_typer(kb_app, name="kb", help="the knowledge base: build, add, query, stats")
+    app.add_typer(audit_app, name="audit", help="review runs: list, show, diff, verify, export")
+    app.command("optimize")(optimize)
+
+
+try:
+    _mount()
+except ModuleNotFoundError as e:  # TODO(lead): remove once every sub-command module has landed
+    if not (e.name or "").startswith("agent.cli_"):
+        raise
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,249 @@
+"""Configuration: configs/default.yaml, then a user file, then `-c key.path=value` overrides,
+validated into one frozen object. The one place environment variables are read.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, get_type_hints
+
+import yaml
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    timeout_s: float = 900.0
+    """Wall-clock limit of one evaluation; the worker's whole process group is killed past it."""
+    trials: int = 3
+    """Correctness trials per shape, each with fresh random inputs re-filled into the same buffers."""
+    holdout: bool = True
+    """Also check hidden hold-out shapes that no proposer is shown."""
+    dsl_threshold: float = 0.9
+    """Minimum share of GPU time spent in the candidate's own @triton.jit kernels."""
+    gpu_memory_fraction: float = 0.9
+    """Cap on the worker's share of GPU memory."""
+    counters: bool = False
+    """Collect Nsight Compute counters for the top-weighted shapes (slow: minutes)."""
+    counter_shapes: int = 2
+    """How many top-weighted shapes ncu profiles."""
+    require_features: tuple[str, ...] = ()
+    """Architecture features the compiled kernel must use, e.g. ("wgmma",)."""
+    network_namespace: bool = True
+    """Run the worker in a new network namespace (unshare -n) where Linux allows it."""
+
+
+@dataclass(frozen=True)
+class DropoutConfig:
+    enabled: bool = True
+    """Optimization dropout on stalls; off for ablations."""
+    patience: int = 4
+    """Iterations without an accepted candidate before dropout rebuilds the context."""
+    p: float = 0.5
+    """Fraction of older memory records masked at a dropout."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    api_base: str | None = None
+    """Base URL of an OpenAI-compatible server (vLLM, SGLang, Ollama, OpenRouter)."""
+    timeout_s: float = 300.0
+    """Per-call timeout."""
+    max_retries: int = 5
+    """Retries with exponential backoff on 429, 5xx and timeouts."""
+    max_tokens: int = 8192
+    """Completion budget of one call."""
+    temperature: float = 0.7
+    stream: bool = False
+    """Stream replies (the kernel is extracted once the stream ends)."""
+    usd_per_mtok_in: float | None = None
+    """Price for models the SDKs do not know, USD per million prompt tokens."""
+    usd_per_mtok_out: float | None = None
+    """Price for models the SDKs do not know, USD per million completion tokens."""
+
+
+@dataclass(frozen=True)
+class AcceptanceConfig:
+    repeats: int = 3
+    """Interleaved A/B re-measurements of incumbent and candidate, each in a fresh process."""
+    min_gain: float = 0.0
+    """Extra margin on top of the measured noise a candidate must clear."""
+
+
+@dataclass(frozen=True)
+class KnowledgeConfig:
+    enabled: bool = True
+    """Retrieve snippets for the prompt."""
+    k: int = 6
+    """Snippets per prompt."""
+    token_budget: int = 3000
+    """Approximate token cap on retrieved text in one prompt."""
+    hide_provenance: bool = False
+    """Hide source paths and project names from the prompt (hidden-provenance contract)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    hardware: str = "auto"
+    """Hardware profile (configs/hardware/<name>.yaml) or "auto" to read the GPU's name."""
+    ceilings: str = "calibrated"
+    """Ceilings scores use: "calibrated" (when `aka calibrate` has run, else datasheet) or "datasheet"."""
+    home: str = ""
+    """Where aka keeps runs, the audit database, calibration and the knowledge base ($AKA_HOME, else ~/.aka)."""
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    dropout: DropoutConfig = field(default_factory=DropoutConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    acceptance: AcceptanceConfig = field(default_factory=AcceptanceConfig)
+    knowledge: KnowledgeConfig = field(default_factory=KnowledgeConfig)
+
+    @property
+    def home_dir(self) -> Path:
+        return Path(self.home).expanduser()
+
+    @property
+    def audit_db(self) -> Path:
+        return self.home_dir / "audit.db"
+
+    @property
+    def kb_dir(self) -> Path:
+        return self.home_dir / "kb"
+
+
+def _coerce(value: Any, typ: Any, key: str) -> Any:
+    if type(typ) is types.UnionType or typing.get_origin(typ) is typing.Union:
+        args = typing.get_args(typ)
+        if value is None and type(None) in args:
+            return None
+        typ = next(a for a in args if a is not type(None))
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("1", "true", "yes", "on"):
+                return True
+            if str(value).lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if typ is int:
+            if isinstance(value, bool) or float(value) != int(float(value)):
+                raise ValueError(value)
+            return int(float(value))
+        if typ is float:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if typ is str:
+            if not isinstance(value, str):
+                raise ValueError(value)
+            return value
+        if typing.get_origin(typ) is tuple:
+            if isinstance(value, str):
+                value = [v.strip() for v in value.split(",") if v.strip()]
+            return tuple(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"config key {key}: {value!r} is not a valid {typ.__name__}") from None
+    return value
+
+
+def _build(cls, data: dict[str, Any], prefix: str = ""):
+    hints = get_type_hints(cls)
+    known = {f.name for f in fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ConfigError(f"unknown config key(s) {', '.join(sorted(prefix + u for u in unknown))}; "
+                          f"{prefix or 'top level'} accepts: {', '.join(sorted(known))}")
+    kwargs = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        typ = hints[f.name]
+        if is_dataclass(typ):
+            if not isinstance(data[f.name], dict):
+                raise ConfigError(f"config key {prefix}{f.name} must be a mapping")
+            kwargs[f.name] = _build(typ, data[f.name], f"{prefix}{f.name}.")
+        else:
+            kwargs[f.name] = _coerce(data[f.name], typ, prefix + f.name)
+    return cls(**kwargs)
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_override(text: str) -> dict[str, Any]:
+    """`a.b=value` -> {"a": {"b": value}}; the value is parsed as YAML (so 3, true, [1,2] work)."""
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} must look like key.path=value, e.g. dropout.p=0.3")
+    key, raw = text.split("=", 1)
+    value = yaml.safe_load(raw) if raw else ""
+    out: dict[str, Any] = {}
+    node = out
+    parts = key.strip().split(".")
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    node[parts[-1]] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    data: dict[str, Any] = {}
+    for p in (DEFAULT_CONFIG, path):
+        if p is None:
+            continue
+        p = Path(p)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        data = _merge(data, yaml.safe_load(p.read_text()) or {})
+    for o in overrides:
+        data = _merge(data, parse_override(o))
+    if not data.get("home"):
+        data["home"] = env("AKA_HOME") or str(Path.home() / ".aka")
+    cfg = _build(Config, data)
+    if cfg.ceilings not in ("calibrated", "datasheet"):
+        raise ConfigError(f"ceilings={cfg.ceilings!r}; choose calibrated or datasheet")
+    if not 0.0 <= cfg.dropout.p < 1.0:
+        raise ConfigError(f"dropout.p={cfg.dropout.p} must be in [0, 1)")
+    return cfg
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """Read an environment variable. Everything in aka reads the environment through here."""
+    return os.environ.get(name, default)
+
+
+def has_gpu_env() -> bool:
+    return env("CUDA_VISIBLE_DEVICES", None) != ""
+
+
+def as_dict(cfg: Config) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def gpu_present() -> bool:
+    """An NVIDIA device node exists (decided without importing torch or triton)."""
+    return Path("/dev/nvidia0").exists() or Path("/dev/nvidiactl").exists()
+
+
+def use_interpreter_if_no_gpu() -> bool:
+    """Without a GPU, kernels run under Triton's interpreter; it must be chosen before triton is imported.
+
+    Returns True when the interpreter is (or already was) selected."""
+    if env("TRITON_INTERPRET") == "1":
+        return True
+    if not gpu_present():
+        os.environ["TRITON_INTERPRET"] = "1"
+        return True
+    return False

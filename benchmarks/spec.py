@@ -1,0 +1,125 @@
+"""Typed description of an operator and its shapes.
+
+Frozen dataclasses only; no torch import at module level, so the scorer,
+the CLI listing and the tests load without a GPU stack.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable, Mapping
+
+DTYPES = ("bf16", "fp16", "fp32", "fp8", "tf32")
+PHASES = ("prefill", "decode")
+SHAPE_SETS = ("hot", "all", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Per-dtype acceptance bounds for a candidate's output.
+
+    An element passes when |out - ref| <= atol + rtol * |ref|; the whole output
+    must also keep ||out - ref|| / ||ref|| <= rel_l2. NaN/Inf never pass.
+    """
+
+    atol: float
+    rtol: float
+    rel_l2: float
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One benchmarked problem size of an operator.
+
+    `weight` is the shape's share of serving GPU time over the operator's whole
+    shape list (see benchmarks/weights.py); shape sets renormalize it.
+    """
+
+    id: str
+    dims: tuple[tuple[str, int], ...]
+    dtype: str
+    phase: str
+    source: str
+    weight: float
+    hot: bool = True
+
+    @property
+    def dim(self) -> dict[str, int]:
+        return dict(self.dims)
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.dims)
+
+    @staticmethod
+    def make(id: str, dims: Mapping[str, int], dtype: str = "bf16", phase: str = "decode",
+             source: str = "", weight: float = 1.0, hot: bool = True) -> "Shape":
+        if dtype not in DTYPES:
+            raise ValueError(f"shape {id}: dtype {dtype!r} is not one of {DTYPES}")
+        if phase not in PHASES:
+            raise ValueError(f"shape {id}: phase {phase!r} is not one of {PHASES}")
+        if weight < 0:
+            raise ValueError(f"shape {id}: weight {weight} is negative; weights are GPU-time shares >= 0")
+        return Shape(id=id, dims=tuple((str(k), int(v)) for k, v in dims.items()), dtype=dtype,
+                     phase=phase, source=source, weight=float(weight), hot=bool(hot))
+
+
+@dataclass(frozen=True)
+class OperatorSpec:
+    """Everything the benchmark core knows about one operator folder.
+
+    The callables come from the folder's operator.py; see DESIGN.md section 3.
+    """
+
+    name: str
+    signature: str                    # human-readable, e.g. "rms_norm(x[T,H], weight[H], eps=1e-6) -> [T,H]"
+    arg_names: tuple[str, ...]        # the candidate function's parameters, in order
+    description: str
+    shapes: tuple[Shape, ...]
+    seed_path: str
+    module: ModuleType = field(repr=False, compare=False)
+
+    # Thin accessors, so callers never reach into the module by string.
+    @property
+    def reference(self) -> Callable[..., Any]:
+        return self.module.reference
+
+    @property
+    def make_inputs(self) -> Callable[..., dict]:
+        return self.module.make_inputs
+
+    def work(self, shape: Shape) -> tuple[dict[str, float], float]:
+        W, Q = self.module.work(shape.dim, shape.dtype)
+        return dict(W), float(Q)
+
+    def output_spec(self, dims: Mapping[str, int], dtype: str) -> tuple[tuple[int, ...], str]:
+        shape, out_dtype = self.module.output_spec(dict(dims), dtype)
+        return tuple(int(s) for s in shape), out_dtype
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        tol = self.module.TOLERANCES.get(dtype)
+        if tol is None:
+            raise KeyError(f"operator {self.name} has no tolerance for dtype {dtype!r}; "
+                           f"known: {sorted(self.module.TOLERANCES)}")
+        return tol
+
+    def interpreter_dims(self, dims: Mapping[str, int]) -> dict[str, int]:
+        """Dims scaled down for Triton's CPU interpreter (seconds, not minutes)."""
+        return dict(self.module.interpreter_dims(dict(dims)))
+
+    def holdout_dims(self, rng) -> list[dict[str, int]]:
+        """Hidden shapes drawn fresh per evaluation: odd sizes, non-power-of-two
+        token counts and one shape larger than the hot set. Never shown to a proposer."""
+        return [dict(d) for d in self.module.holdout_dims(rng, [s.dim for s in self.shapes])]
+
+    def select(self, shape_set: str) -> tuple[Shape, ...]:
+        return select_shapes(self.shapes, shape_set)
+
+
+def select_shapes(shapes: tuple[Shape, ...] | list[Shape], shape_set: str) -> tuple[Shape, ...]:
+    if shape_set == "all":
+        return tuple(shapes)
+    if shape_set == "hot":
+        return tuple(s for s in shapes if s.hot)
+    if shape_set in PHASES:
+        return tuple(s for s in shapes if s.phase == shape_set)
+    raise ValueError(f"unknown shape set {shape_set!r}; choose one of {', '.join(SHAPE_SETS)}")

@@ -1,0 +1,89 @@
+"""Typed results of one evaluation: picklable and JSON-serializable.
+
+The sandbox fills these in the parent process; the agent, the CLI and the
+audit trail read them. `to_json()` is the record `aka bench --json` writes
+(DESIGN.md section 3).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+STAGES = ("lint", "compile", "correctness", "dsl", "timing")
+
+
+@dataclass
+class ShapeResult:
+    id: str
+    dims: dict[str, int]
+    dtype: str
+    weight: float
+    t_us: float | None = None            # CUDA-graph replay, L2 cold, median (or eager when graphs failed)
+    t_eager_us: float | None = None      # eager launches, L2 cold, median
+    t_roof_us: float | None = None
+    t_floor_us: float | None = None
+    attainment: float | None = None      # None under the interpreter: its timings are not scores
+    bound: str | None = None             # "memory" | "compute"
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rel_l2: float | None = None
+    timing_mode: str | None = None       # "graph" | "eager" | "interpreter"
+    holdout: bool = False                # hidden shape: never shown to a proposer
+    suspect: bool = False                # T_ref / T > 1: re-measured and flagged, never rewarded
+    error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class EvalResult:
+    op: str
+    verdict: str = "rejected"                 # "accepted" | "rejected"
+    failed_stage: str | None = None           # one of STAGES, or None when accepted
+    reasons: list[str] = field(default_factory=list)
+    shapes: list[ShapeResult] = field(default_factory=list)
+    hardware: str | None = None
+    ceilings: dict[str, Any] = field(default_factory=dict)   # source, bandwidth, peaks used
+    s_i: float | None = None
+    weighted_attainment: float | None = None
+    compile_info: dict[str, Any] = field(default_factory=dict)  # per kernel: registers, spills, shared, features
+    dsl_share: float | None = None            # share of GPU time in the candidate's own @triton.jit kernels
+    counters: dict[str, Any] = field(default_factory=dict)
+    environment: dict[str, Any] = field(default_factory=dict)
+    interpreter: bool = False
+    flags: list[str] = field(default_factory=list)   # "flagged for review" notes
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    wall_s: float | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict == "accepted"
+
+    def reject(self, stage: str, reason: str) -> "EvalResult":
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages: {STAGES}")
+        self.verdict = "rejected"
+        if self.failed_stage is None:
+            self.failed_stage = stage
+        self.reasons.append(reason)
+        return self
+
+    def visible_shapes(self) -> list[ShapeResult]:
+        """Shapes a proposer may see: hold-out shapes are reported only as a count."""
+        return [s for s in self.shapes if not s.holdout]
+
+    def to_json(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["shapes"] = [dataclasses.asdict(s) for s in self.shapes]
+        return d
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "EvalResult":
+        d = dict(d)
+        shapes = [ShapeResult(**s) for s in d.pop("shapes", [])]
+        known = {f.name for f in dataclasses.fields(EvalResult)}
+        return EvalResult(shapes=shapes, **{k: v for k, v in d.items() if k in known})

@@ -1,0 +1,121 @@
+"""One parametrized test over every operator folder: the contract, the shapes, the seed vs the reference.
+
+Adding an operator folder adds its cases here without touching this file.
+"""
+import importlib.util
+import math
+import random
+
+import pytest
+
+from benchmarks.registry import list_operators, load_operator
+from benchmarks.spec import PHASES
+
+OPS = list_operators()
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@pytest.fixture(params=OPS, ids=OPS)
+def spec(request):
+    return load_operator(request.param)
+
+
+def test_there_are_the_first_four():
+    assert {"rms_norm", "silu_and_mul", "gemm", "fused_moe"} <= set(OPS)
+
+
+def test_contract(spec):
+    assert spec.signature.startswith(spec.name + "(")
+    assert spec.arg_names and spec.description
+    for dtype in ("bf16", "fp16", "fp32"):
+        tol = spec.tolerance(dtype)
+        assert 0 < tol.rel_l2 < 0.1 and tol.atol >= 0 and tol.rtol >= 0
+
+
+def test_shapes_are_named_weighted_and_cover_both_phases(spec):
+    ids = [s.id for s in spec.shapes]
+    assert ids and len(ids) == len(set(ids))
+    assert all(s.weight >= 0 and s.source for s in spec.shapes)
+    hot = spec.select("hot")
+    assert {s.phase for s in hot} == set(PHASES)
+    assert set(spec.select("decode")) | set(spec.select("prefill")) == set(spec.shapes)
+    keys = {tuple(k for k, _ in s.dims) for s in spec.shapes}
+    assert len(keys) == 1, f"every shape of {spec.name} must name the same dims"
+
+
+def test_work_model_is_positive_and_memory_counts_every_input(spec):
+    import torch
+    shape = spec.select("hot")[0]
+    W, Q = spec.work(shape)
+    assert sum(W.values()) > 0 and Q > 0
+    # Q is at least the bytes of the output written once.
+    out_shape, out_dtype = spec.output_spec(shape.dim, shape.dtype)
+    assert Q >= math.prod(out_shape) * torch.empty(0, dtype=_torch_dtype(out_dtype)).element_size()
+
+
+def _torch_dtype(name: str):
+    import torch
+    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+
+
+def test_inputs_are_seeded_realistic_and_never_zero(spec):
+    import torch
+    dims = spec.interpreter_dims(spec.select("hot")[0].dim)
+    a = spec.make_inputs(dims, "fp32", seed=1, device="cpu")
+    b = spec.make_inputs(dims, "fp32", seed=1, device="cpu")
+    c = spec.make_inputs(dims, "fp32", seed=2, device="cpu")
+    assert list(a) == list(spec.arg_names) or set(a) <= set(spec.arg_names)
+    differs = False
+    for k, v in a.items():
+        if isinstance(v, torch.Tensor):
+            assert torch.equal(v, b[k]), f"{k} is not deterministic for a seed"
+            if v.is_floating_point():
+                assert v.abs().sum() > 0, f"{k} is all zeros"
+                assert torch.isfinite(v).all()
+            differs |= not torch.equal(v, c[k])
+    assert differs, "another seed gave the same inputs"
+
+
+def test_reference_matches_output_spec(spec):
+    dims = spec.interpreter_dims(spec.select("hot")[-1].dim)
+    inputs = spec.make_inputs(dims, "fp32", seed=3, device="cpu")
+    out = spec.reference(**inputs)
+    shape, dtype = spec.output_spec(dims, "fp32")
+    assert tuple(out.shape) == shape and out.dtype == _torch_dtype(dtype)
+
+
+def test_holdout_shapes_are_odd_and_larger(spec):
+    hot = [s.dim for s in spec.shapes]
+    hold = spec.holdout_dims(random.Random(7))
+    assert len(hold) >= 2
+    assert all(set(h) == set(hot[0]) for h in hold)
+    # some dimension of some hold-out shape exceeds every shape we publish
+    assert any(h[k] > max(d[k] for d in hot) for h in hold for k in h)
+    # and some dimension is not a power of two
+    assert any(not _is_pow2(v) for h in hold for v in h.values())
+    assert hold != spec.holdout_dims(random.Random(8)), "hold-out shapes must be drawn fresh"
+
+
+def _load_seed(spec):
+    s = importlib.util.spec_from_file_location(f"seed_{spec.name}", spec.seed_path)
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return getattr(mod, spec.name)
+
+
+@pytest.mark.interpreter
+def test_seed_matches_reference_under_the_interpreter(spec):
+    import torch
+    fn = _load_seed(spec)
+    decode = [s for s in spec.select("hot") if s.phase == "decode"][0]
+    for shape in (decode, spec.select("prefill")[0]):
+        dims = spec.interpreter_dims(shape.dim)
+        inputs = spec.make_inputs(dims, "fp32", seed=11, device="cpu")
+        ref = spec.reference(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
+        out = fn(**inputs)
+        tol = spec.tolerance("fp32")
+        err = (out.float() - ref.float()).norm() / ref.float().norm()
+        assert err <= tol.rel_l2, f"{spec.name} {dims}: rel_l2 {err:.2e} > {tol.rel_l2}"
