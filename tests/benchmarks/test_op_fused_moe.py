@@ -1,0 +1,367 @@
+"""fused_moe: work model by hand, routing, hold-out and interpreter shapes, model occurrences, the seed's
+alignment and its result under the interpreter (odd sizes, T=1, idle experts, one shared expert set, both
+alignment paths, every tile size), its Hopper compilation (wgmma, no spills) and, on a GPU, real sizes."""
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from benchmarks.hardware import load_hardware
+from benchmarks.roofline import roofline
+from benchmarks.operators.fused_moe import operator as op
+
+SEED_PATH = Path(op.__file__).with_name("seed.py")
+MODELS = yaml.safe_load((Path(op.__file__).resolve().parents[3] / "configs" / "models.yaml").read_text())
+
+
+def _load_seed(**config_changes):
+    """A fresh instance of the seed module, with CONFIGS entries replaced (the knobs a proposer rewrites)."""
+    spec = importlib.util.spec_from_file_location("fused_moe_seed_under_test", SEED_PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.CONFIGS.update(config_changes)
+    return mod
+
+
+def _within(out, ref, tol):
+    """The contract's check: every |out - ref| <= atol + rtol*|ref| and rel_l2 <= tol.rel_l2."""
+    o, r = out.double(), ref.double()
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    assert torch.isfinite(o).all()
+    bad = ((o - r).abs() > tol.atol + tol.rtol * r.abs()).sum().item()
+    rel_l2 = ((o - r).norm() / r.norm()).item()
+    assert bad == 0 and rel_l2 <= tol.rel_l2, f"{bad} elements out of bound, rel_l2 {rel_l2:.2e} (limit {tol.rel_l2})"
+    return rel_l2
+
+
+# ---- work model --------------------------------------------------------------------------------
+def test_work_qwen3_30b_decode_one_token_by_hand():
+    dims = {"T": 1, "H": 2048, "I": 768, "E": 128, "k": 8}
+    W, Q = op.work(dims, "bf16")
+    # 2*T*k*(2I*H) + 2*T*k*(I*H) = 6 * 1 * 8 * 768 * 2048
+    assert W == {"bf16": 75_497_472}
+    # One token selects exactly k = 8 experts: hidden 2048*2 + 8 experts * (3*768*2048)*2
+    # + topk 1*8*(4+4) + output 2048*2 = 4096 + 75_497_472 + 64 + 4096
+    assert Q == pytest.approx(75_505_728, rel=1e-12)
+    r = roofline(W, Q, load_hardware("h200"))
+    assert r.bound == "memory"                      # 0.076 us of compute, 15.73 us of memory
+    assert r.t_roof_s * 1e6 == pytest.approx(75_505_728 / 4.8e12 * 1e6, rel=1e-12)
+    assert r.t_roof_s * 1e6 == pytest.approx(15.730, abs=1e-3)
+
+
+def test_work_deepseek_v3_tp8_prefill_by_hand():
+    dims = {"T": 8192, "H": 7168, "I": 256, "E": 256, "k": 8}
+    W, Q = op.work(dims, "bf16")
+    assert W == {"bf16": 721_554_505_728}            # 6 * 8192 * 8 * 256 * 7168
+    # 8192 tokens select all 256 experts: hidden 8192*7168*2 = 117_440_512, weights 256*(3*256*7168)*2 =
+    # 2_818_572_288, topk 8192*8*8 = 524_288, output 117_440_512.
+    assert Q == pytest.approx(3_053_977_600, rel=1e-9)
+    r = roofline(W, Q, load_hardware("h200"))
+    assert r.bound == "compute"                      # 729.29 us of compute vs 636.25 us of memory
+    assert r.t_roof_s * 1e6 == pytest.approx(729.29, abs=0.01)
+
+
+def test_expected_distinct_experts_sits_between_k_and_uniform_and_matches_the_inputs():
+    E, k = 64, 4
+    assert op.expected_distinct_experts(1, E, k) == pytest.approx(k, rel=1e-9)
+    assert op.expected_distinct_experts(100_000, E, k) == pytest.approx(E, rel=1e-9)
+    T = 16
+    d = op.expected_distinct_experts(T, E, k)
+    uniform = E * (1 - (1 - k / E) ** T)             # 41.6: skew concentrates the load on fewer experts
+    assert k < d < uniform
+    assert d == op.expected_distinct_experts(T, E, k)               # deterministic
+    seen = [len(torch.unique(op.make_inputs({"T": T, "H": 16, "I": 16, "E": E, "k": k}, "fp32", seed=s)["topk_ids"]))
+            for s in range(40)]
+    assert sum(seen) / len(seen) == pytest.approx(d, rel=0.05)
+
+
+# ---- routing and inputs ------------------------------------------------------------------------
+def test_routing_picks_k_distinct_experts_with_weights_summing_to_one():
+    inp = op.make_inputs({"T": 512, "H": 32, "I": 16, "E": 128, "k": 8}, "bf16", seed=3)
+    ids, w = inp["topk_ids"], inp["topk_weights"]
+    assert ids.dtype == torch.int32 and w.dtype == torch.float32 and ids.shape == w.shape == (512, 8)
+    assert ids.min() >= 0 and ids.max() < 128
+    assert all(len(set(row)) == 8 for row in ids.tolist())
+    assert torch.allclose(w.sum(1), torch.ones(512), atol=1e-6) and (w > 0).all()
+    load = torch.bincount(ids.flatten().long(), minlength=128).float()
+    assert load.max() > 1.5 * load.mean()            # uneven, like a real router
+
+
+def test_routing_is_deterministic_per_seed():
+    dims = {"T": 9, "H": 48, "I": 24, "E": 16, "k": 4}
+    a = op.make_inputs(dims, "fp16", seed=7)
+    b = op.make_inputs(dims, "fp16", seed=7)
+    c = op.make_inputs(dims, "fp16", seed=8)
+    assert all(torch.equal(a[n], b[n]) for n in op.ARGS)
+    assert not torch.equal(a["topk_ids"], c["topk_ids"])
+    assert a["hidden"].dtype == a["w1"].dtype == a["w2"].dtype == torch.float16
+
+
+def test_inputs_have_outliers_and_scaled_weights():
+    inp = op.make_inputs({"T": 64, "H": 2048, "I": 64, "E": 4, "k": 2}, "fp32", seed=1)
+    col_rms = inp["hidden"].pow(2).mean(0).sqrt()
+    assert 1 <= int((col_rms > 10).sum()) <= 10
+    assert inp["w1"].std().item() == pytest.approx(2048 ** -0.5, rel=0.05)
+    assert inp["w2"].std().item() == pytest.approx(64 ** -0.5, rel=0.05)
+    assert 0.3 < op.reference(**inp).std().item() < 30
+
+
+def test_k_larger_than_e_is_refused():
+    with pytest.raises(ValueError, match="k=9"):
+        op.work({"T": 1, "H": 8, "I": 8, "E": 8, "k": 9}, "bf16")
+
+
+# ---- interpreter and hold-out shapes -------------------------------------------------------------
+def test_interpreter_dims_are_tiny_and_keep_odd_sizes_odd():
+    d = op.interpreter_dims({"T": 8192, "H": 7168, "I": 256, "E": 256, "k": 8})
+    assert d == {"T": 8, "H": 64, "I": 32, "E": 8, "k": 4}
+    d = op.interpreter_dims({"T": 37, "H": 2880, "I": 360, "E": 128, "k": 4})
+    assert d["T"] == 7 and d["I"] % 16 == 360 % 16 and d["H"] <= 64 and d["I"] <= 32
+    assert op.interpreter_dims({"T": 1, "H": 48, "I": 24, "E": 8, "k": 2}) == {"T": 1, "H": 48, "I": 24, "E": 8, "k": 2}
+
+
+def test_holdout_has_odd_ragged_and_larger_token_counts():
+    hot = [{"T": 1, "H": 2048, "I": 768, "E": 128, "k": 8}, {"T": 8192, "H": 7168, "I": 256, "E": 256, "k": 8}]
+    hold = op.holdout_dims(random.Random(5), hot)
+    assert any(h["T"] % 2 == 1 and h["T"] < 16 for h in hold)
+    assert any(h["I"] % 16 for h in hold)
+    assert any(h["T"] > 8192 for h in hold) and all(h["T"] <= op.HOLDOUT_MAX_T for h in hold)
+    assert all(h["T"] & (h["T"] - 1) for h in hold)                  # no power of two
+    assert all((h["H"], h["E"], h["k"]) in {(d["H"], d["E"], d["k"]) for d in hot} for h in hold)
+
+
+# ---- occurrences -------------------------------------------------------------------------------
+def test_occurrences_by_hand():
+    assert op.occurrences(MODELS["llama-3.1-8b"], 1, 64) == []                    # dense: no experts
+    # Qwen3-30B-A3B: MoE in all 48 layers, moe_intermediate_size 768, 128 experts, 8 per token.
+    assert op.occurrences(MODELS["qwen3-30b-a3b"], 1, 64) == [({"T": 64, "H": 2048, "I": 768, "E": 128, "k": 8}, 48)]
+    # DeepSeek-V3 TP8: 61 - 3 dense = 58 MoE layers, 2048/8 = 256 per GPU, 256 routed experts.
+    assert op.occurrences(MODELS["deepseek-v3"], 8, 3) == [({"T": 3, "H": 7168, "I": 256, "E": 256, "k": 8}, 58)]
+    # Mixtral TP2: the per-expert size is intermediate_size, 14336/2.
+    assert op.occurrences(MODELS["mixtral-8x7b"], 2, 1) == [({"T": 1, "H": 4096, "I": 7168, "E": 8, "k": 2}, 32)]
+    with pytest.raises(ValueError, match="tp=5"):
+        op.occurrences(MODELS["qwen3-30b-a3b"], 5, 1)
+
+
+# ---- the seed's routing alignment (interpreter) ------------------------------------------------------
+def _check_alignment(seed, ids, E, BLOCK_M):
+    T, k = ids.shape
+    n = T * k
+    max_blocks = -(-(n + min(E, n) * (BLOCK_M - 1)) // BLOCK_M)
+    sorted_ids, block_expert, num_padded = seed._align(ids, E, BLOCK_M, max_blocks)
+    flat = ids.flatten().tolist()
+    counts = [flat.count(e) for e in range(E)]
+    padded = [-(-c // BLOCK_M) * BLOCK_M for c in counts]
+    assert int(num_padded[0]) == sum(padded) <= max_blocks * BLOCK_M
+    rows, blocks, at = sorted_ids.tolist(), block_expert.tolist(), 0
+    for e in range(E):
+        run = rows[at:at + padded[e]]
+        assert run[:counts[e]] == [p for p in range(n) if flat[p] == e], f"expert {e}: pairs out of order"
+        assert run[counts[e]:] == [n] * (padded[e] - counts[e]), f"expert {e}: padding is not the sentinel"
+        assert blocks[at // BLOCK_M:(at + padded[e]) // BLOCK_M] == [e] * (padded[e] // BLOCK_M)
+        at += padded[e]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("single_program", [True, False], ids=["one-launch", "chunked"])
+def test_alignment_sorts_pairs_by_expert_and_pads_to_blocks(single_program):
+    # chunked: 16-pair chunks, so several chunk programs and the offsets program all take part.
+    seed = _load_seed(**({} if single_program else {"align_single_program_max_pairs": 0, "align_chunk": 16}))
+    gen = torch.Generator().manual_seed(0)
+    for T, E, k, BLOCK_M in [(1, 8, 4, 16), (37, 16, 3, 16), (100, 5, 2, 32), (20, 3, 3, 16)]:
+        _, ids = op.route(T, E, k, gen)
+        _check_alignment(seed, ids, E, BLOCK_M)
+    same_set = torch.tensor([[5, 2, 7]] * 20, dtype=torch.int32)     # 20 pairs per expert: 2 blocks each
+    _check_alignment(seed, same_set, 8, 16)
+
+
+# ---- the seed against the reference (interpreter) ----------------------------------------------------
+def _run(seed, dims, dtype, topk_ids=None):
+    inp = op.make_inputs(dims, dtype, seed=13, device="cpu")
+    if topk_ids is not None:
+        inp["topk_ids"] = topk_ids
+    kept = {n: t.clone() for n, t in inp.items()}
+    out = seed.fused_moe(**inp)
+    _within(out, op.reference(**kept), op.TOLERANCES[dtype])
+    assert all(torch.equal(inp[n], kept[n]) for n in inp), "the seed modified its inputs"
+    return inp
+
+
+# fp16 runs at H >= 255: at H < 100 the one outlier channel (x20-x100) dominates every row and outputs
+# reach ~1000, where the fp16 roundings of an honest kernel exceed the absolute bound that real sizes need.
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dims, dtype", [
+    ({"T": 1, "H": 64, "I": 32, "E": 8, "k": 4}, "fp32"),      # decode: one token, four experts
+    ({"T": 7, "H": 49, "I": 24, "E": 8, "k": 4}, "fp32"),      # odd T and H, I not a multiple of 16
+    ({"T": 5, "H": 33, "I": 17, "E": 3, "k": 1}, "fp32"),      # k = 1: GEMM 2 writes the output rows directly
+    ({"T": 1, "H": 256, "I": 32, "E": 8, "k": 4}, "fp16"),
+    ({"T": 7, "H": 255, "I": 24, "E": 8, "k": 4}, "fp16"),
+], ids=lambda v: "-".join(f"{k}{x}" for k, x in v.items()) if isinstance(v, dict) else v)
+def test_seed_matches_reference_under_the_interpreter(dims, dtype):
+    _run(_load_seed(), dims, dtype)
+
+
+@pytest.mark.interpreter
+def test_seed_with_idle_experts_and_one_shared_expert_set():
+    seed = _load_seed()
+    dims = {"T": 3, "H": 32, "I": 16, "E": 8, "k": 2}
+    inp = _run(seed, dims, "fp32")
+    assert len(torch.unique(inp["topk_ids"])) <= 6 < 8              # at least two experts get no token
+    # Every token to the same experts {6, 1, 3}: one expert set, 20 pairs each (two 16-row blocks).
+    same = torch.tensor([[6, 1, 3]] * 20, dtype=torch.int32)
+    _run(seed, {"T": 20, "H": 32, "I": 16, "E": 8, "k": 3}, "fp32", topk_ids=same)
+
+
+@pytest.mark.interpreter
+def test_seed_with_chunked_alignment_and_large_tiles():
+    """The prefill paths: multi-program alignment, BLOCK_M=128 tiles, GROUP_M ordering, masked K tails."""
+    seed = _load_seed(align_single_program_max_pairs=0, align_chunk=16)
+    seed.CONFIGS["buckets"] = [seed.CONFIGS["buckets"][-1]]          # the largest-tile bucket for every T
+    assert seed._pick_config(8, 8, 4)["BLOCK_M"] == 128
+    _run(seed, {"T": 8, "H": 40, "I": 24, "E": 8, "k": 4}, "fp32")
+
+
+def test_seed_config_buckets_follow_rows_per_expert():
+    seed = _load_seed()
+    assert seed._pick_config(1, 128, 8)["BLOCK_M"] == 16          # decode
+    assert seed._pick_config(8192, 128, 8)["BLOCK_M"] == 128      # Qwen3 prefill: 512 rows per expert
+    assert seed._pick_config(64, 8, 2)["BLOCK_M"] == 32           # Mixtral, 16 rows per expert
+    assert seed._pick_config(256, 256, 8)["BLOCK_M"] == 16        # DeepSeek: 8 rows per expert
+
+
+# ---- Hopper compilation (no GPU needed) ------------------------------------------------------------
+# triton.compile cannot run in this process: with TRITON_INTERPRET=1 set at import, triton's own @jit
+# helpers (tl.cdiv, ...) are interpreter objects. A child process without it compiles for sm_90.
+_COMPILE_CHILD = r"""
+import importlib.util, json, subprocess, sys, tempfile
+from pathlib import Path
+import triton
+from triton.backends.compiler import GPUTarget
+job = json.load(sys.stdin)
+spec = importlib.util.spec_from_file_location("seed_for_hopper", job["seed"])
+seed = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(seed)
+cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+results = []
+for c in job["compiles"]:
+    fn = getattr(seed, c["kernel"])
+    const = c["constexprs"]
+    sig = {n: "constexpr" if n in const else c["types"].get(n, "i32") for n in fn.arg_names}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in c["aligned"] if n in fn.arg_names}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": c["num_warps"], "num_stages": c["num_stages"]})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"]); f.flush()
+        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
+                               text=True, check=True).stdout
+    line = [ln.strip() for ln in usage.splitlines() if "REG:" in ln][0]
+    results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line})
+print(json.dumps(results))
+"""
+
+
+def compile_for_hopper(compiles: list[dict]) -> list[dict]:
+    """Compile seed kernels for sm_90 in a child process; per compile: wgmma in the PTX, cuobjdump's usage."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], input=json.dumps(
+        {"seed": str(SEED_PATH), "compiles": compiles}), capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+_GEMM_TYPES = {"hidden_ptr": "*bf16", "w1_ptr": "*bf16", "inter_ptr": "*bf16", "w2_ptr": "*bf16",
+               "partial_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_ids_ptr": "*i32",
+               "block_expert_ptr": "*i32", "num_padded_ptr": "*i32"}
+
+
+@pytest.mark.slow
+def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
+    seed = _load_seed()
+    compiles, expect_wgmma = [], []
+    for bound, cfg in seed.CONFIGS["buckets"]:
+        for kernel, g, unit in [("_fused_moe_gemm1_kernel", cfg["gemm1"], ("stride_hh", "stride_wk", "stride_ii")),
+                                ("_fused_moe_gemm2_kernel", cfg["gemm2"], ("stride_ii", "stride_wk", "stride_ph", "stride_rj"))]:
+            compiles.append({
+                "kernel": kernel, "types": _GEMM_TYPES,
+                "constexprs": {**{s: 1 for s in unit}, "TOPK": 8, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": g["BLOCK_N"],
+                               "BLOCK_K": g["BLOCK_K"], "GROUP_M": cfg["GROUP_M"], "EVEN_K": True,
+                               "DOT_PRECISION": "tf32"},
+                "aligned": [n for n in _GEMM_TYPES] + ["H", "I", "stride_ht", "stride_we", "stride_wn", "stride_im",
+                                                       "stride_pp"],
+                "num_warps": g["num_warps"], "num_stages": g["num_stages"]})
+            expect_wgmma.append(cfg["BLOCK_M"] >= 64)
+    # The alignment kernels at their largest: 1024 pairs in one program; 2048-pair chunks, 64 x 256 counts.
+    ids = {"topk_ids_ptr": "*i32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",
+           "chunk_counts_ptr": "*i32", "chunk_base_ptr": "*i32"}
+    warps = seed.CONFIGS["align_warps"]
+    for kernel, const, nw in [
+            ("_fused_moe_align_small_kernel", dict(TOPK=8, CHUNK=1024, NUM_BINS=256, BLOCK_M=16, PAD_TILE=16, MAP_TILE=16), warps),
+            ("_fused_moe_count_kernel", dict(TOPK=8, CHUNK=2048, NUM_BINS=256), warps),
+            ("_fused_moe_offsets_kernel", dict(CHUNKS_P2=64, NUM_BINS=256, BLOCK_M=128, PAD_TILE=16, MAP_TILE=16),
+             seed.CONFIGS["align_offsets_warps"]),
+            ("_fused_moe_scatter_kernel", dict(TOPK=8, CHUNK=2048, NUM_BINS=256), warps)]:
+        compiles.append({"kernel": kernel, "types": ids, "constexprs": const, "aligned": list(ids),
+                         "num_warps": nw, "num_stages": 1})
+        expect_wgmma.append(False)
+    compiles.append({"kernel": "_fused_moe_reduce_kernel", "types": {"partial_ptr": "*bf16", "out_ptr": "*bf16"},
+                     "constexprs": {"stride_ph": 1, "stride_oh": 1, "TOPK": 8, "BLOCK_H": seed.CONFIGS["reduce"]["BLOCK_H"]},
+                     "aligned": ["partial_ptr", "out_ptr", "H", "stride_pp", "stride_ot"],
+                     "num_warps": seed.CONFIGS["reduce"]["num_warps"], "num_stages": 1})
+    expect_wgmma.append(False)
+    results = compile_for_hopper(compiles)
+    assert len(results) == len(compiles)
+    for c, r, wgmma in zip(compiles, results, expect_wgmma):
+        name = f"{c['kernel']} BLOCK_M={c['constexprs'].get('BLOCK_M')}"
+        if wgmma:
+            assert r["wgmma"], f"{name}: no wgmma in the PTX"
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{name} spills: {r['usage']}"
+
+
+# ---- on the GPU --------------------------------------------------------------------------------
+GPU_SHAPES = [
+    {"T": 1, "H": 2048, "I": 768, "E": 128, "k": 8},       # Qwen3-30B-A3B decode
+    {"T": 64, "H": 7168, "I": 256, "E": 256, "k": 8},      # DeepSeek-V3 TP8 decode batch
+    {"T": 1000, "H": 4096, "I": 7168, "E": 8, "k": 2},     # Mixtral TP2, non-power-of-two prefill
+    {"T": 4097, "H": 2048, "I": 768, "E": 128, "k": 8},    # chunked alignment, BLOCK_M=128
+    {"T": 37, "H": 2880, "I": 352, "E": 128, "k": 4},      # gpt-oss-like with ragged K tiles
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", GPU_SHAPES, ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
+def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
+    seed = _load_seed()
+    inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
+    out = seed.fused_moe(**inp)
+    _within(out, op.reference(**inp), op.TOLERANCES["bf16"])
+    assert torch.equal(out, seed.fused_moe(**inp)), "two calls on the same inputs differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 3000])
+def test_seed_is_cuda_graph_capturable(T):
+    seed = _load_seed()
+    inp = op.make_inputs({"T": T, "H": 2048, "I": 768, "E": 128, "k": 8}, "bf16", seed=3, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        eager = seed.fused_moe(**inp)        # compiles outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = seed.fused_moe(**inp)
+    # New routing in the same buffers: the graph must follow the data, not the routing it was captured with.
+    fresh = op.make_inputs({"T": T, "H": 2048, "I": 768, "E": 128, "k": 8}, "bf16", seed=4, device="cuda")
+    for name in ("hidden", "topk_weights", "topk_ids"):
+        inp[name].copy_(fresh[name])
+    graph.replay()
+    torch.cuda.synchronize()
+    _within(captured, op.reference(**inp), op.TOLERANCES["bf16"])
+    assert not torch.equal(captured, eager)

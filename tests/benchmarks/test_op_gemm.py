@@ -1,0 +1,310 @@
+"""gemm: work model by hand, inputs, hold-out and interpreter shapes, model occurrences, the seed kernel
+under the interpreter, its Hopper compilation (wgmma, no spills) and, on a GPU, at real sizes."""
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from benchmarks.hardware import load_hardware
+from benchmarks.roofline import roofline
+from benchmarks.operators.gemm import operator as op
+
+SEED_PATH = Path(op.__file__).with_name("seed.py")
+MODELS = yaml.safe_load((Path(op.__file__).resolve().parents[3] / "configs" / "models.yaml").read_text())
+
+
+def _load_seed(name="gemm_seed_under_test"):
+    spec = importlib.util.spec_from_file_location(name, SEED_PATH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _within(out, ref, tol):
+    """The contract's check: every |out - ref| <= atol + rtol*|ref| and rel_l2 <= tol.rel_l2."""
+    o, r = out.double(), ref.double()
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    assert torch.isfinite(o).all()
+    bad = ((o - r).abs() > tol.atol + tol.rtol * r.abs()).sum().item()
+    rel_l2 = ((o - r).norm() / r.norm()).item()
+    assert bad == 0 and rel_l2 <= tol.rel_l2, f"{bad} elements out of bound, rel_l2 {rel_l2:.2e} (limit {tol.rel_l2})"
+    return rel_l2
+
+
+# ---- work model --------------------------------------------------------------------------------
+def test_work_llama8b_qkv_decode_by_hand():
+    # M=16 tokens through Llama-3.1-8B's qkv projection: N = (32 + 2*8) * 128 = 6144, K = 4096, bf16.
+    W, Q = op.work({"M": 16, "N": 6144, "K": 4096}, "bf16")
+    assert W == {"bf16": 2 * 16 * 6144 * 4096} == {"bf16": 805_306_368}
+    # (M*K + N*K + M*N) * 2 = (65_536 + 25_165_824 + 98_304) * 2
+    assert Q == 50_659_328
+    r = roofline(W, Q, load_hardware("h200"))
+    # 805_306_368 / 989.4e12 = 0.814 us of compute < 50_659_328 / 4.8e12 = 10.554 us of memory
+    assert r.bound == "memory"
+    assert r.t_roof_s == pytest.approx(50_659_328 / 4.8e12, rel=1e-12)
+    assert r.t_roof_s * 1e6 == pytest.approx(10.554, abs=1e-3)
+
+
+def test_work_llama8b_gate_up_prefill_by_hand():
+    # M=4096, N = 2 * 14336 = 28672, K = 4096, bf16.
+    W, Q = op.work({"M": 4096, "N": 28672, "K": 4096}, "bf16")
+    assert W == {"bf16": 962_072_674_304}          # 2 * 4096 * 28672 * 4096
+    # (16_777_216 + 117_440_512 + 117_440_512) * 2
+    assert Q == 503_316_480
+    r = roofline(W, Q, load_hardware("h200"))
+    assert r.bound == "compute"                     # 972.38 us of compute vs 104.86 us of memory
+    assert r.t_roof_s * 1e6 == pytest.approx(962_072_674_304 / 989.4e12 * 1e6, rel=1e-12)
+    assert r.t_roof_s * 1e6 == pytest.approx(972.38, abs=0.01)
+
+
+def test_work_counts_four_bytes_for_fp32():
+    W, Q = op.work({"M": 3, "N": 5, "K": 7}, "fp32")
+    assert W == {"fp32": 210} and Q == (21 + 35 + 15) * 4
+
+
+def test_unsupported_dtype_says_what_is():
+    with pytest.raises(ValueError, match="bf16"):
+        op.work({"M": 1, "N": 1, "K": 1}, "fp8")
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+def test_inputs_have_outlier_channels_and_linear_weight_scale():
+    inp = op.make_inputs({"M": 256, "N": 512, "K": 2048}, "fp32", seed=5, device="cpu")
+    a, b = inp["a"], inp["b"]
+    assert a.shape == (256, 2048) and b.shape == (512, 2048) and a.dtype == b.dtype == torch.float32
+    col_rms = a.pow(2).mean(0).sqrt()
+    n_outliers = int((col_rms > 10).sum())
+    assert 1 <= n_outliers <= 10                         # round(0.002 * 2048) = 4 channels scaled 20-100x
+    assert col_rms.median() == pytest.approx(1.0, abs=0.1)
+    assert b.std().item() == pytest.approx(2048 ** -0.5, rel=0.05)
+    out = op.reference(**inp)
+    assert 0.5 < out.std().item() < 10                   # O(1) outputs, never zeros
+
+
+def test_inputs_are_deterministic_per_seed():
+    x = op.make_inputs({"M": 3, "N": 17, "K": 33}, "bf16", seed=1)
+    y = op.make_inputs({"M": 3, "N": 17, "K": 33}, "bf16", seed=1)
+    z = op.make_inputs({"M": 3, "N": 17, "K": 33}, "bf16", seed=2)
+    assert all(torch.equal(x[n], y[n]) for n in op.ARGS)
+    assert not torch.equal(x["a"], z["a"]) and not torch.equal(x["b"], z["b"])
+    assert x["a"].dtype == torch.bfloat16
+
+
+# ---- interpreter and hold-out shapes -------------------------------------------------------------
+def test_interpreter_dims_are_small_and_keep_ragged_sizes_ragged():
+    d = op.interpreter_dims({"M": 4096, "N": 28672, "K": 14336})
+    assert d == {"M": 64, "N": 64, "K": 64}
+    d = op.interpreter_dims({"M": 4095, "N": 4104, "K": 2880})
+    assert max(d.values()) <= 64
+    assert d["M"] % 2 == 1 and d["N"] % 16 == 4104 % 16 and d["K"] % 16 == 2880 % 16
+    assert op.interpreter_dims({"M": 1, "N": 33, "K": 7}) == {"M": 1, "N": 33, "K": 7}
+
+
+def test_holdout_has_ragged_odd_and_larger_shapes():
+    hot = [{"M": 1, "N": 6144, "K": 4096}, {"M": 64, "N": 4096, "K": 14336}, {"M": 8192, "N": 28672, "K": 4096}]
+    hold = op.holdout_dims(random.Random(3), hot)
+    assert any(h["M"] % 2 == 1 and h["M"] < 16 for h in hold)
+    assert any(h["N"] % 16 and h["K"] % 16 for h in hold)
+    assert any(h["M"] > 8192 for h in hold) and all(h["M"] <= op.HOLDOUT_MAX_M for h in hold)
+    assert all(h["M"] & (h["M"] - 1) for h in hold if h["M"] > 16)      # no power-of-two token counts
+    assert hold != op.holdout_dims(random.Random(4), hot)
+
+
+# ---- occurrences -------------------------------------------------------------------------------
+def _occ(model, tp, tokens=64):
+    return {(d["M"], d["N"], d["K"]): c for d, c in op.occurrences(MODELS[model], tp, tokens)}
+
+
+def test_occurrences_llama_3_1_8b():
+    # 32 layers; qkv N = (32 + 2*8)*128 = 6144; o K = 32*128 = 4096; gate_up N = 2*14336; down K = 14336.
+    assert _occ("llama-3.1-8b", 1) == {(64, 6144, 4096): 32, (64, 4096, 4096): 32,
+                                       (64, 28672, 4096): 32, (64, 4096, 14336): 32}
+
+
+def test_occurrences_qwen3_30b_a3b():
+    # 48 layers; qkv N = (32 + 2*4)*128 = 5120, K = 2048; o N = 2048, K = 32*128 = 4096; router N = 128 experts.
+    # The experts themselves are fused_moe's.
+    assert _occ("qwen3-30b-a3b", 1, tokens=7) == {(7, 5120, 2048): 48, (7, 2048, 4096): 48, (7, 128, 2048): 48}
+
+
+def test_occurrences_llama_70b_tp8_and_deepseek_v3_tp8():
+    # 64/8 = 8 query heads and 8/8 = 1 KV head per GPU: qkv N = (8 + 2)*128 = 1280.
+    assert _occ("llama-3.1-70b", 8) == {(64, 1280, 8192): 80, (64, 8192, 1024): 80,
+                                        (64, 7168, 8192): 80, (64, 8192, 3584): 80}
+    # MLA in all 61 layers: q_a 1536x7168 and kv_a (512+64)x7168 replicated; q_b 16 heads*192 = 3072 x 1536;
+    # o 7168 x 16*128. Dense MLP in the first 3 layers (18432/8 = 2304); in the 58 MoE layers the shared
+    # expert (2048/8 = 256) and the router (256 experts).
+    assert _occ("deepseek-v3", 8) == {
+        (64, 1536, 7168): 61, (64, 3072, 1536): 61, (64, 576, 7168): 61, (64, 7168, 2048): 61,
+        (64, 4608, 7168): 3, (64, 7168, 2304): 3, (64, 512, 7168): 58, (64, 7168, 256): 58,
+        (64, 256, 7168): 58}
+
+
+def test_occurrences_merge_identical_dims_and_reject_bad_tp():
+    cfg = {"hidden_size": 4096, "intermediate_size": 4096, "num_hidden_layers": 2,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128}
+    # o (N=4096, K=32*128) and down (N=4096, K=4096) coincide: one entry with both counts.
+    occ = _dict(op.occurrences(cfg, 1, 5))
+    assert occ[(5, 4096, 4096)] == 4 and sum(occ.values()) == 8
+    with pytest.raises(ValueError, match="tp=3"):
+        op.occurrences(MODELS["llama-3.1-8b"], 3, 1)
+
+
+def _dict(occ):
+    return {(d["M"], d["N"], d["K"]): c for d, c in occ}
+
+
+# ---- the seed's configuration rule ---------------------------------------------------------------
+def test_seed_config_fills_the_gpu_in_decode_and_uses_big_tiles_in_prefill():
+    seed = _load_seed()
+    small = seed._pick_config(1, 4096)
+    programs = -(-1 // small["BLOCK_M"]) * -(-4096 // small["BLOCK_N"])
+    assert small["BLOCK_M"] == 16 and programs >= seed.CONFIGS["min_programs"]
+    big = seed._pick_config(8192, 28672)
+    assert (big["BLOCK_M"], big["BLOCK_N"]) == (128, 256)
+    # M=256, N=4096 with 128x128 tiles is 64 programs: the rule narrows the tile to reach ~one per SM.
+    mid = seed._pick_config(256, 4096)
+    assert -(-256 // mid["BLOCK_M"]) * -(-4096 // mid["BLOCK_N"]) >= seed.CONFIGS["min_programs"]
+    assert mid["BLOCK_M"] >= 64 and mid["BLOCK_N"] >= 64
+
+
+# ---- the seed under the interpreter ----------------------------------------------------------------
+INTERP_SHAPES = [
+    {"M": 1, "N": 64, "K": 64},      # decode row
+    {"M": 7, "N": 33, "K": 49},      # odd everything
+    {"M": 64, "N": 64, "K": 64},     # full tiles
+    {"M": 37, "N": 50, "K": 63},     # ragged in M, N and the K tail
+]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("dims", INTERP_SHAPES, ids=lambda d: "x".join(str(v) for v in d.values()))
+def test_seed_matches_reference_under_the_interpreter(dims, dtype):
+    seed = _load_seed()
+    inp = op.make_inputs(dims, dtype, seed=21, device="cpu")
+    kept = {n: t.clone() for n, t in inp.items()}
+    out = seed.gemm(**inp)
+    _within(out, op.reference(**kept), op.TOLERANCES[dtype])
+    assert all(torch.equal(inp[n], kept[n]) for n in inp), "the seed modified its inputs"
+
+
+@pytest.mark.interpreter
+def test_seed_handles_a_strided_activation_view():
+    seed = _load_seed()
+    inp = op.make_inputs({"M": 9, "N": 24, "K": 40}, "fp32", seed=4)
+    wide = torch.zeros(9, 56)
+    wide[:, 8:48] = inp["a"]
+    a_view = wide[:, 8:48]                    # row stride 56, not K
+    out = seed.gemm(a_view, inp["b"])
+    _within(out, op.reference(inp["a"], inp["b"]), op.TOLERANCES["fp32"])
+
+
+def test_fp32_tolerance_rejects_tf32_products():
+    """fp32 means fp32: rounding both operands to TF32 (10-bit mantissa) must fail the bound."""
+    inp = op.make_inputs({"M": 64, "N": 64, "K": 512}, "fp32", seed=8)
+
+    def tf32(x):
+        # round to nearest on the 13 mantissa bits TF32 drops (24 - 11 = 13)
+        return ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+    sloppy = (tf32(inp["a"]) @ tf32(inp["b"]).T)
+    ref = op.reference(**inp)
+    rel_l2 = ((sloppy.double() - ref.double()).norm() / ref.double().norm()).item()
+    assert rel_l2 > op.TOLERANCES["fp32"].rel_l2
+
+
+# ---- Hopper compilation (no GPU needed) ------------------------------------------------------------
+# triton.compile cannot run in this process: with TRITON_INTERPRET=1 set at import, triton's own @jit
+# helpers (tl.cdiv, ...) are interpreter objects. A child process without it compiles for sm_90.
+_COMPILE_CHILD = r"""
+import importlib.util, json, subprocess, sys, tempfile
+from pathlib import Path
+import triton
+from triton.backends.compiler import GPUTarget
+job = json.load(sys.stdin)
+spec = importlib.util.spec_from_file_location("seed_for_hopper", job["seed"])
+seed = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(seed)
+cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+results = []
+for c in job["compiles"]:
+    fn = getattr(seed, c["kernel"])
+    const = c["constexprs"]
+    sig = {n: "constexpr" if n in const else c["types"].get(n, "i32") for n in fn.arg_names}
+    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in c["aligned"] if n in fn.arg_names}
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                       options={"num_warps": c["num_warps"], "num_stages": c["num_stages"]})
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(k.asm["cubin"]); f.flush()
+        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
+                               text=True, check=True).stdout
+    line = [ln.strip() for ln in usage.splitlines() if "REG:" in ln][0]
+    results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line})
+print(json.dumps(results))
+"""
+
+
+def compile_for_hopper(compiles: list[dict]) -> list[dict]:
+    """Compile seed kernels for sm_90 in a child process; per compile: wgmma in the PTX, cuobjdump's usage."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], input=json.dumps(
+        {"seed": str(SEED_PATH), "compiles": compiles}), capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
+    seed = _load_seed()
+    compiles = []
+    for bound, cfg in seed.CONFIGS["buckets"]:
+        compiles.append({
+            "kernel": "_gemm_kernel", "types": {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16"},
+            # As a launch specializes them: unit strides become constants, 16-aligned pointers/sizes get hints.
+            "constexprs": {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "EVEN_K": True, "DOT_PRECISION": "tf32",
+                           **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}},
+            "aligned": ["a_ptr", "b_ptr", "c_ptr", "N", "K", "stride_am", "stride_bn", "stride_cm"],
+            "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
+    results = compile_for_hopper(compiles)
+    assert len(results) == len(compiles)
+    for (bound, cfg), r in zip(seed.CONFIGS["buckets"], results):
+        if cfg["BLOCK_M"] >= 64:    # wgmma tiles are 64 rows per warp group; thinner tiles use mma.sync
+            assert r["wgmma"], f"bucket M<={bound}: no wgmma in the PTX"
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"bucket M<={bound} spills: {r['usage']}"
+
+
+# ---- on the GPU --------------------------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [{"M": 1, "N": 6144, "K": 4096}, {"M": 16, "N": 4096, "K": 14336},
+                                  {"M": 256, "N": 28672, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096},
+                                  {"M": 1000, "N": 1283, "K": 4093}])
+def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
+    seed = _load_seed()
+    inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
+    out = seed.gemm(**inp)
+    _within(out, op.reference(**inp), op.TOLERANCES["bf16"])
+
+
+@pytest.mark.gpu
+def test_seed_is_cuda_graph_capturable():
+    seed = _load_seed()
+    inp = op.make_inputs({"M": 16, "N": 4096, "K": 4096}, "bf16", seed=3, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        eager = seed.gemm(**inp)          # compiles outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = seed.gemm(**inp)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, eager)

@@ -1,0 +1,268 @@
+"""silu_and_mul operator folder: work model by hand, seed vs reference under the interpreter, seeded
+inputs with outliers, hold-out shapes, per-model call counts, and the sm_90 compile of the seed."""
+import importlib.util
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from benchmarks.hardware import load_hardware
+from benchmarks.registry import load_operator
+from benchmarks.roofline import roofline
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_operator("silu_and_mul")
+
+
+@pytest.fixture(scope="module")
+def seed(spec):
+    s = importlib.util.spec_from_file_location("aka_seed_silu_and_mul_test", spec.seed_path)
+    mod = importlib.util.module_from_spec(s)
+    s.loader.exec_module(mod)
+    return mod
+
+
+def tolerance_failures(out: torch.Tensor, ref: torch.Tensor, tol) -> list[str]:
+    """Why `out` fails the tolerance (empty when it passes): |out-ref| <= atol + rtol|ref| per element,
+    rel_l2 over the whole output, and nothing non-finite."""
+    o, r = out.double(), ref.double()
+    reasons = []
+    if not torch.isfinite(o).all():
+        reasons.append("non-finite values")
+    bad = ((o - r).abs() > tol.atol + tol.rtol * r.abs()).sum().item()
+    if bad:
+        reasons.append(f"{bad} elements outside atol/rtol")
+    rel_l2 = ((o - r).norm() / r.norm()).item()
+    if not rel_l2 <= tol.rel_l2:
+        reasons.append(f"rel_l2 {rel_l2:.3e} > {tol.rel_l2}")
+    return reasons
+
+
+# ---- work model ---------------------------------------------------------------------------------
+
+def test_work_decode_bf16_by_hand(spec):
+    W, Q = spec.module.work({"T": 1, "I": 14336}, "bf16")
+    assert W == {"fp32": 5 * 1 * 14336} == {"fp32": 71680}
+    # x read: 1 * 2 * 14336 * 2 B = 57344; out written: 1 * 14336 * 2 B = 28672
+    assert Q == 86016
+    r = roofline(W, Q, load_hardware("h200"))
+    assert r.bound == "memory"
+    assert r.t_roof_s == pytest.approx(86016 / 4.8e12)            # 17.92 ns
+    assert r.t_roof_s == pytest.approx(17.92e-9)
+
+
+def test_work_prefill_fp32_by_hand(spec):
+    W, Q = spec.module.work({"T": 4096, "I": 2304}, "fp32")
+    assert W == {"fp32": 5 * 4096 * 2304} == {"fp32": 47_185_920}
+    # x: 4096 * 4608 * 4 B = 75,497,472; out: 4096 * 2304 * 4 B = 37,748,736
+    assert Q == 113_246_208
+    r = roofline(W, Q, load_hardware("h200"))
+    assert r.t_roof_s == pytest.approx(23.593e-6, rel=1e-4)        # memory: Q / 4.8e12
+    assert r.t_compute_s == pytest.approx(0.7053e-6, rel=1e-3)     # 47,185,920 / 66.9e12
+
+
+def test_output_spec_and_reference(spec):
+    assert spec.output_spec({"T": 5, "I": 300}, "fp16") == ((5, 300), "fp16")
+    x = torch.tensor([[0.0, 1.0, -2.0, 2.0, 3.0, 0.5]])
+    # gate [0, 1, -2], up [2, 3, 0.5]: silu(0) = 0, silu(1) = 1 / (1 + e^-1), silu(-2) = -2 / (1 + e^2)
+    expect = torch.tensor([[0.0, 3 / (1 + torch.e ** -1), 0.5 * -2 / (1 + torch.e ** 2)]])
+    torch.testing.assert_close(spec.reference(x), expect)
+    out = spec.reference(spec.make_inputs({"T": 5, "I": 300}, "bf16", seed=0, device="cpu")["x"])
+    assert out.shape == (5, 300) and out.dtype == torch.bfloat16
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+def test_make_inputs_deterministic_and_seeded(spec):
+    dims = {"T": 16, "I": 256}
+    a = spec.make_inputs(dims, "bf16", seed=5, device="cpu")
+    b = spec.make_inputs(dims, "bf16", seed=5, device="cpu")
+    c = spec.make_inputs(dims, "bf16", seed=6, device="cpu")
+    assert set(a) == {"x"} and a["x"].shape == (16, 512) and a["x"].dtype == torch.bfloat16
+    assert torch.equal(a["x"], b["x"]) and not torch.equal(a["x"], c["x"])
+    assert a["x"].abs().sum() > 0 and torch.isfinite(a["x"].float()).all()
+
+
+@pytest.mark.parametrize("I, expected", [(2048, 20), (500, 5), (32, 1)])
+def test_make_inputs_has_outlier_channels(spec, I, expected):
+    x = spec.make_inputs({"T": 256, "I": I}, "fp32", seed=2, device="cpu")["x"]
+    channel_rms = x.pow(2).mean(0).sqrt()
+    # 0.5% of the 2I channels (at least one) are scaled 20-100x; the rest have rms ~1 over 256 tokens
+    assert (channel_rms > 10).sum().item() == expected
+    assert channel_rms.max() > 15 and channel_rms.median() < 1.5
+
+
+def test_tolerance_rejects_swapped_halves(spec):
+    # Inputs are not symmetric in gate and up, so a kernel that mixes them up fails even in bf16.
+    x = spec.make_inputs({"T": 4, "I": 256}, "bf16", seed=3, device="cpu")["x"]
+    swapped = torch.cat([x[:, 256:], x[:, :256]], dim=1)
+    assert tolerance_failures(spec.reference(swapped), spec.reference(x), spec.tolerance("bf16"))
+
+
+# ---- seed vs reference under the interpreter -------------------------------------------------
+
+SMALL_DIMS = [(1, 256), (3, 200), (4, 37), (2, 3000), (5, 128)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+@pytest.mark.parametrize("T, I", SMALL_DIMS)
+def test_seed_matches_reference(spec, seed, dtype, T, I):
+    inputs = spec.make_inputs({"T": T, "I": I}, dtype, seed=T * 1000 + I, device="cpu")
+    x_before = inputs["x"].clone()
+    out = seed.silu_and_mul(**inputs)
+    ref = spec.reference(**inputs)
+    assert out.shape == ref.shape and out.dtype == ref.dtype and out.is_contiguous()
+    assert torch.equal(inputs["x"], x_before), "the seed must not write into its input"
+    assert tolerance_failures(out, ref, spec.tolerance(dtype)) == []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_seed_handles_strided_rows_and_columns(spec, seed, dtype):
+    T, I = 3, 100
+    wide = spec.make_inputs({"T": T, "I": I + 12}, dtype, seed=9, device="cpu")["x"]   # [3, 224]
+    row_view = wide[:, 8:8 + 2 * I]                        # row stride 224, offset 8 elements
+    assert row_view.stride() == (2 * I + 24, 1)
+    col_view = wide[:, :2 * I].t().contiguous().t()       # column stride T, row stride 1
+    assert col_view.stride() == (1, T)
+    for x in (row_view, col_view):
+        out = seed.silu_and_mul(x)
+        assert tolerance_failures(out, spec.reference(x), spec.tolerance(dtype)) == []
+
+
+@pytest.mark.interpreter
+def test_seed_extreme_gates_give_exact_limits(seed):
+    # silu(a) -> 0 for a -> -inf and -> a for a -> +inf; no NaN from exp overflow.
+    x = torch.tensor([[-400.0, -90.0, 0.0, 90.0, 400.0, 2.0, 2.0, 2.0, 2.0, 2.0]])
+    out = seed.silu_and_mul(x)
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out, torch.tensor([[0.0, 0.0, 0.0, 180.0, 800.0]]), atol=1e-30, rtol=1e-6)
+
+
+# ---- scaled-down and hold-out shapes --------------------------------------------------------
+
+def _is_pow2(n):
+    return n > 0 and n & (n - 1) == 0
+
+
+@pytest.mark.parametrize("dims, expected", [
+    ({"T": 8192, "I": 16384}, {"T": 4, "I": 256}),
+    ({"T": 37, "I": 14336}, {"T": 3, "I": 192}),     # 14336 is not a power of two: 192 + 14336 % 64
+    ({"T": 1, "I": 3001}, {"T": 1, "I": 249}),       # odd stays odd: 192 + 57
+    ({"T": 2, "I": 256}, {"T": 2, "I": 256}),        # already small
+])
+def test_interpreter_dims(spec, dims, expected):
+    assert spec.interpreter_dims(dims) == expected
+
+
+HOT = [{"T": t, "I": i} for t in (1, 16, 64, 256, 1024, 8192) for i in (256, 2304, 3584, 14336)]
+
+
+def test_holdout_dims(spec):
+    hold = spec.module.holdout_dims(random.Random(3), HOT)
+    assert 3 <= len(hold) <= 4 and all(set(d) == {"T", "I"} for d in hold)
+    assert any(not _is_pow2(d["T"]) for d in hold)
+    assert any(d["T"] > 8192 for d in hold)
+    assert any(d["I"] % 2 == 1 for d in hold)
+    assert any(d["I"] > 14336 for d in hold)
+    assert hold != spec.module.holdout_dims(random.Random(4), HOT)
+    for seed_ in range(20):   # every draw keeps the promises, not just seed 3
+        hold = spec.module.holdout_dims(random.Random(seed_), HOT)
+        assert any(d["T"] > 8192 and not _is_pow2(d["T"]) for d in hold)
+        assert all(d["T"] >= 1 and d["I"] >= 1 for d in hold)
+
+
+# ---- calls per forward pass -------------------------------------------------------------------
+
+def test_occurrences_llama_8b_tp1(spec):
+    # every one of the 32 layers has a dense SwiGLU MLP; I = 14336 / 1
+    assert spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64) == [({"T": 64, "I": 14336}, 32)]
+
+
+def test_occurrences_llama_70b_tp8(spec):
+    # 80 layers, I = 28672 / 8 = 3584
+    assert spec.module.occurrences(MODELS["llama-3.1-70b"], 8, 256) == [({"T": 256, "I": 3584}, 80)]
+
+
+def test_occurrences_deepseek_v3_tp8(spec):
+    got = {d["I"]: (d["T"], n) for d, n in spec.module.occurrences(MODELS["deepseek-v3"], 8, 16)}
+    # first_k_dense_replace = 3 dense layers: I = 18432 / 8 = 2304;
+    # 61 - 3 = 58 MoE layers, each with one shared expert: I = 2048 * 1 / 8 = 256
+    assert got == {2304: (16, 3), 256: (16, 58)}
+
+
+@pytest.mark.parametrize("model", ["qwen3-30b-a3b", "qwen3-235b-a22b", "mixtral-8x7b", "gpt-oss-120b"])
+def test_occurrences_moe_without_shared_expert_is_empty(spec, model):
+    assert spec.module.occurrences(MODELS[model], 1, 64) == []
+
+
+def test_occurrences_reject_a_tp_that_does_not_divide(spec):
+    with pytest.raises(ValueError, match="tp=3"):
+        spec.module.occurrences(MODELS["llama-3.1-8b"], 3, 64)
+
+
+# ---- compile for Hopper without a GPU ---------------------------------------------------------
+
+COMPILE_SCRIPT = textwrap.dedent(r"""
+    import importlib.util, json, os, re, subprocess, sys, tempfile
+    import triton
+    from triton.backends.compiler import GPUTarget
+    s = importlib.util.spec_from_file_location("seed", sys.argv[1]); m = importlib.util.module_from_spec(s)
+    s.loader.exec_module(m)
+    cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    d16 = [["tt.divisibility", 16]]
+    report = {}
+    for I in (256, 2304, 3584, 14336):
+        block = min(triton.next_power_of_2(I), m.CONFIGS["max_block_i"])
+        cfg = m._config(block)
+        sig = {"x_ptr": "*bf16", "out_ptr": "*bf16", "T": "i32", "I": "i32", "stride_x_row": "i32",
+               "stride_x_col": "constexpr", "stride_out_row": "i32", "ROWS": "constexpr", "BLOCK_I": "constexpr"}
+        src = triton.compiler.ASTSource(m._silu_and_mul_kernel, sig, attrs={(i,): d16 for i in (0, 1, 3, 4, 6)},
+            constexprs={"stride_x_col": 1, "ROWS": cfg["ROWS"], "BLOCK_I": block})
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(k.asm["cubin"])
+        usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        os.unlink(f.name)
+        report[I] = {"regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+                     "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+                     "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None}
+    print(json.dumps(report))
+""")
+
+
+def test_seed_compiles_for_hopper_without_spills(spec, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "triton")
+    proc = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT, spec.seed_path], capture_output=True,
+                          text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    for I, r in report.items():
+        assert r["local"] == 0, f"I={I}: {r['local']} bytes of local memory (register spills)"
+        assert r["regs"] <= 128, f"I={I}: {r['regs']} registers"
+        assert r["v4"], f"I={I}: no 16-byte vector loads in the PTX"
+
+
+# ---- on the GPU -------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T", [1, 37, 256, 4096])
+@pytest.mark.parametrize("I", [256, 2304, 3001, 3584, 14336])
+def test_seed_matches_reference_on_gpu_bf16(spec, seed, T, I):
+    inputs = spec.make_inputs({"T": T, "I": I}, "bf16", seed=T + I, device="cuda")
+    out = seed.silu_and_mul(**inputs)
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("bf16")) == []

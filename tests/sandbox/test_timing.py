@@ -1,0 +1,210 @@
+"""sandbox/timing.py and benchmarks/gpu_timer.py: statistics and trace attribution on the CPU; the graph
+timer, its eager fallback, the floor and the profiler attribution on a GPU (no performance assertions)."""
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from benchmarks import gpu_timer
+from sandbox import timing
+
+
+# ---------------------------------------------------------------- statistics
+
+@pytest.mark.parametrize("n", [1, 2, 5, 10, 51])
+def test_quantiles_match_numpy(n):
+    rng = random.Random(n)
+    xs = [rng.uniform(1e-6, 1e-3) for _ in range(n)]
+    for q in (0.0, 0.25, 0.5, 0.75, 1.0):
+        assert gpu_timer.quantile(xs, q) == pytest.approx(float(np.quantile(xs, q)), rel=1e-12)
+
+
+def test_spread_is_interquartile_range_over_median():
+    assert gpu_timer.spread([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx(2.0 / 3.0)
+    assert gpu_timer.spread([7.0]) == 0.0
+    assert gpu_timer.spread([-1.0, 0.0, 1.0]) == math.inf
+
+
+def test_statistics_refuse_nothing_and_bad_quantiles():
+    with pytest.raises(ValueError, match="no samples"):
+        gpu_timer.median([])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        gpu_timer.quantile([1.0], 1.5)
+
+
+def test_per_call_samples_subtract_the_flush_only_replay():
+    assert gpu_timer.per_call_samples([12e-6, 14e-6], [2e-6, 4e-6], 10) == pytest.approx([1e-6, 1e-6])
+    with pytest.raises(ValueError, match="pair them"):
+        gpu_timer.per_call_samples([1.0, 2.0], [1.0], 10)
+    with pytest.raises(ValueError, match=">= 1"):
+        gpu_timer.per_call_samples([1.0], [1.0], 0)
+
+
+def test_replay_count_follows_reps_for_slow_calls_and_time_for_fast_ones():
+    # A 10 ms replay: reps=50 with 10 calls a graph is 5 pairs (the minimum).
+    assert gpu_timer.replay_count(10e-3, reps=50, calls=10) == 5
+    assert gpu_timer.replay_count(10e-3, reps=200, calls=10) == 20
+    # A 0.7 ms replay (flush-dominated): ~20 ms of replays.
+    assert gpu_timer.replay_count(0.7e-3, reps=50, calls=10) == math.ceil(0.02 / 0.7e-3)
+    assert gpu_timer.replay_count(1e-9, reps=50, calls=10) == gpu_timer.MAX_SAMPLES
+
+
+def test_summarize_scores_graph_samples_and_keeps_eager_beside_them():
+    r = timing.summarize([1e-6, 2e-6, 3e-6], [5e-6, 6e-6, 7e-6, 8e-6, 9e-6], None)
+    assert r.t_graph_s == pytest.approx(2e-6) and r.t_eager_s == pytest.approx(7e-6)
+    assert r.samples == 3 and r.spread == pytest.approx(1e-6 / 2e-6) and r.mode == "graph"
+    assert r.t_s == r.t_graph_s
+
+
+def test_summarize_falls_back_to_eager_with_the_reason():
+    r = timing.summarize(None, [4e-6, 5e-6, 9e-6], "CUDA graph capture failed (...)")
+    assert r.t_graph_s is None and r.mode == "eager" and r.t_s == pytest.approx(5e-6)
+    assert r.samples == 3 and r.graph_error.startswith("CUDA graph capture failed")
+    with pytest.raises(ValueError, match="no eager samples"):
+        timing.summarize([1e-6], [], None)
+
+
+def test_time_call_refuses_no_input_sets_before_touching_the_gpu():
+    with pytest.raises(ValueError, match="0 input sets"):
+        timing.time_call(lambda d: None, [])
+    with pytest.raises(ValueError, match="reps=0"):
+        timing.time_call(lambda d: None, [{}], reps=0)
+
+
+# ---------------------------------------------------------------- profiler attribution
+
+def test_kernel_names_match_exactly_or_with_the_legacy_triton_suffix():
+    names = {"_rms_norm_kernel", "sm90"}
+    assert timing.is_candidate_kernel("_rms_norm_kernel", names)
+    assert timing.is_candidate_kernel("_rms_norm_kernel_0d1d2de", names)
+    assert not timing.is_candidate_kernel("_rms_norm_kernel_v2", names)
+    # A jit function named like a vendor kernel's prefix must not claim that kernel's time.
+    assert not timing.is_candidate_kernel("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", names)
+    assert not timing.is_candidate_kernel("void at::native::vectorized_elementwise_kernel<4>", names)
+
+
+TRACE = {"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "ts": 0, "dur": 50.0},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cuLaunchKernelEx", "ts": 1, "dur": 4.0},
+    {"ph": "X", "cat": "kernel", "name": "_rms_norm_kernel", "ts": 10, "dur": 30.0},
+    {"ph": "X", "cat": "kernel", "name": "_rms_norm_kernel", "ts": 60, "dur": 30.0},
+    {"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": 5, "dur": 2.5},
+    {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "ts": 7, "dur": 7.5},
+    {"ph": "X", "cat": "kernel", "name": "void at::native::reduce_kernel<512, 1>", "ts": 95, "dur": 20.0},
+    {"ph": "X", "cat": "gpu_user_annotation", "name": "aten::add", "ts": 10, "dur": 80.0},
+    {"ph": "i", "cat": "kernel", "name": "_rms_norm_kernel", "ts": 10},
+    {"ph": "f", "cat": "ac2g", "name": "ac2g", "ts": 10},
+]}
+
+
+def test_gpu_times_from_trace_sums_kernels_memsets_and_memcpys_only():
+    times = timing.gpu_times_from_trace(TRACE)
+    assert times == {"_rms_norm_kernel": 60.0, "Memset (Device)": 2.5, "Memcpy DtoD (Device -> Device)": 7.5,
+                     "void at::native::reduce_kernel<512, 1>": 20.0}
+
+
+def test_candidate_share_counts_memsets_as_someone_elses_time():
+    times = timing.gpu_times_from_trace(TRACE)
+    assert timing.candidate_share(times, {"_rms_norm_kernel"}) == pytest.approx(60.0 / 90.0)
+    assert timing.candidate_share(times, {"_other_kernel"}) == 0.0
+    assert timing.candidate_share({}, {"_rms_norm_kernel"}) == 0.0
+
+
+# ---------------------------------------------------------------- the floor kernel, under the interpreter
+
+@pytest.mark.interpreter
+def test_floor_kernel_copies_its_one_value():
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sets = gpu_timer.floor_input_sets(2, device=device)
+    for s in sets:
+        gpu_timer.floor_call(s)
+        assert s["dst"].item() == s["src"].item() and s["src"].item() >= 1.0
+
+
+# ---------------------------------------------------------------- GPU
+
+@triton.jit
+def _copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def _copy(inputs):
+    x = inputs["x"]
+    y = torch.empty_like(x)
+    _copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+    return y
+
+
+def _sets(numel, n=3):
+    return [{"x": torch.rand(numel, device="cuda")} for _ in range(n)]
+
+
+@pytest.mark.gpu
+def test_time_call_tiny_copy_graph_is_below_eager():
+    r = timing.time_call(_copy, _sets(1024), reps=50)
+    assert r.graph_error is None and r.t_graph_s is not None
+    assert 1e-7 < r.t_graph_s < 1.0 and 1e-7 < r.t_eager_s < 1.0
+    assert r.t_graph_s < r.t_eager_s          # host launch overhead is out of the graph time
+    assert r.samples >= gpu_timer.MIN_SAMPLES and r.spread >= 0.0
+
+
+@pytest.mark.gpu
+def test_time_call_large_copy_moves_a_plausible_bandwidth():
+    numel = 64 << 20                            # 256 MiB read + 256 MiB written
+    r = timing.time_call(_copy, _sets(numel, 2), reps=20)
+    assert r.t_graph_s is not None and 1e-6 < r.t_graph_s < 1.0
+    tbs = 2 * numel * 4 / r.t_graph_s / 1e12
+    assert 0.1 < tbs < 20.0, f"{tbs:.2f} TB/s is not a plausible HBM bandwidth"
+
+
+@pytest.mark.gpu
+def test_host_sync_cannot_be_captured_and_is_timed_eagerly():
+    def with_item(inputs):
+        y = _copy(inputs)
+        if y[0].item() > 2.0:                   # a host sync: illegal inside a capture
+            y = y + 1
+        return y
+
+    r = timing.time_call(with_item, _sets(4096), reps=10)
+    assert r.t_graph_s is None and r.mode == "eager"
+    assert "capture failed" in r.graph_error and ".item()" in r.graph_error
+    assert 1e-7 < r.t_eager_s < 1.0 and r.samples == 10
+    # The CUDA context is still usable after the failed capture.
+    assert timing.time_call(_copy, _sets(4096), reps=10).t_graph_s is not None
+
+
+@pytest.mark.gpu
+def test_work_on_a_detached_side_stream_is_not_graph_timed():
+    side = torch.cuda.Stream()
+
+    def detached(inputs):
+        x = inputs["x"]
+        y = torch.empty_like(x)
+        with torch.cuda.stream(side):           # never waits on, nor rejoins, the current stream
+            _copy_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+
+    r = timing.time_call(detached, _sets(1 << 20), reps=10)
+    assert r.t_graph_s is None and r.graph_error
+    assert 1e-7 < r.t_eager_s < 1.0
+
+
+@pytest.mark.gpu
+def test_dsl_share_attributes_triton_time_to_the_candidate_and_matmul_time_to_nobody():
+    inputs = {"x": torch.rand(1 << 22, device="cuda")}
+    share, times = timing.dsl_share(_copy, inputs, {"_copy_kernel"})
+    assert share > 0.9 and times["_copy_kernel"] > 0.0
+    a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    share, times = timing.dsl_share(lambda d: torch.matmul(d["a"], d["a"]), {"a": a}, {"_copy_kernel"})
+    assert share < 0.05 and sum(times.values()) > 0.0 and "_copy_kernel" not in times
+
+
+@pytest.mark.gpu
+def test_measure_floor_is_a_small_positive_time():
+    t = timing.measure_floor(reps=20)
+    assert 0.0 < t < 20e-6
