@@ -150,6 +150,25 @@ def capture(body: Callable[[], Any]):
     return graph
 
 
+def reject_host_sync(fn: Callable[[dict], Any], inputs: dict) -> None:
+    """Run fn once with CUDA's sync debug mode on "error": a host synchronization raises here, before
+    any capture. A capture that fails half-way leaves torch's CUDA RNG in capture mode (seen on the H200,
+    torch 2.11: every later torch.rand raised "Offset increment outside graph capture"), so calls that
+    would fail the capture for a host sync must never reach it."""
+    import torch
+    previous = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn(inputs)
+    except RuntimeError as exc:
+        if "synchroniz" in str(exc).lower():
+            raise GraphCaptureError(_capture_message(exc)) from exc
+        raise
+    finally:
+        torch.cuda.set_sync_debug_mode(previous)
+    torch.cuda.synchronize()
+
+
 def _capture_message(exc: BaseException) -> str:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     kind = getattr(exc, "exc_type", "") or type(exc).__name__     # the sandbox worker wraps candidate errors
@@ -221,6 +240,7 @@ def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
         for _ in range(calls):
             write_flush(flush)
 
+    reject_host_sync(fn, input_sets[0])
     g_with = capture(flush_and_calls)
     g_without = capture(flush_only)
     _check_replay_writes_outputs(g_with, last_output[0], input_sets)

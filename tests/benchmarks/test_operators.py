@@ -119,3 +119,17 @@ def test_seed_matches_reference_under_the_interpreter(spec):
         tol = spec.tolerance("fp32")
         err = (out.float() - ref.float()).norm() / ref.float().norm()
         assert err <= tol.rel_l2, f"{spec.name} {dims}: rel_l2 {err:.2e} > {tol.rel_l2}"
+
+
+def test_baseline_computes_the_same_function(spec):
+    """`--baseline` times what a user would run instead; it must compute the operator's function."""
+    import torch
+    baseline = getattr(spec.module, "baseline", None)
+    if baseline is None:
+        pytest.skip(f"{spec.name} has no baseline(); --baseline times its reference")
+    dims = spec.interpreter_dims(spec.select("hot")[0].dim)
+    inputs = spec.make_inputs(dims, "fp32", seed=5, device="cpu")
+    ref = spec.reference(**inputs).float()
+    out = baseline(**inputs).float()
+    assert out.shape == ref.shape
+    assert (out - ref).norm() / ref.norm() <= spec.tolerance("fp32").rel_l2

@@ -132,6 +132,23 @@ def reference(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     return out.to(hidden.dtype)
 
 
+
+def baseline(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
+    """What a user runs instead: the per-expert PyTorch loop in the activation dtype (cuBLAS matmuls).
+    It reads the routing on the host (nonzero), as such loops do, so it cannot be graph-captured."""
+    T, H = hidden.shape
+    I = w1.shape[1] // 2
+    out = torch.zeros(T, H, dtype=torch.float32, device=hidden.device)
+    for e in range(w1.shape[0]):
+        tok, slot = (topk_ids == e).nonzero(as_tuple=True)
+        if tok.numel() == 0:
+            continue
+        gate_up = hidden[tok] @ w1[e].T
+        act = torch.nn.functional.silu(gate_up[:, :I]) * gate_up[:, I:]
+        out.index_add_(0, tok, (act @ w2[e].T).float() * topk_weights[tok, slot][:, None])
+    return out.to(hidden.dtype)
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H, _, _, _ = _dims(dims)
     _torch_dtype(dtype)

@@ -95,6 +95,12 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.to(acc) @ b.to(acc).T).to(a.dtype)
 
 
+
+def baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """What a user runs instead: torch.matmul in the operands' dtype (cuBLAS, fp32 accumulation)."""
+    return a @ b.T
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     M, N, _ = _dims(dims)
     _torch_dtype(dtype)

@@ -5,7 +5,7 @@ are numbered in groups of GROUP_M tile rows so that consecutive programs share t
 a tiles) while they are still in L2. The tile shape comes from CONFIGS by the size of M:
 - decode (M <= 64) is memory-bound: the weight b is streamed once, so tiles are thin in M, narrow in N
   (many programs, one per slice of b) and deep in K (few, long loads kept in flight by num_stages);
-- prefill is compute-bound: 128x256 tiles (bf16 tl.dot compiles to Hopper wgmma) with 8 warps.
+- prefill is compute-bound: 128x128 tiles, 5 stages (bf16 tl.dot compiles to Hopper wgmma).
 Ragged edges: rows and columns past M or N are clamped into range for the loads (their results are
 never stored), and the K tail is masked unless K is a multiple of BLOCK_K.
 """
@@ -14,7 +14,7 @@ import triton
 import triton.language as tl
 
 # Tile configuration by the number of rows M: the first bucket whose bound is >= M is used.
-# "min_programs": if the grid has fewer programs than this (about one per SM of an H200, 132), BLOCK_N
+# "min_programs": if the grid has fewer programs than this (most of an H200's 132 SMs), BLOCK_N
 # and then BLOCK_M are halved (not below "min_block") so that every SM has a tile to work on.
 CONFIGS = {
     "buckets": [
@@ -22,10 +22,13 @@ CONFIGS = {
         (32, dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)),
         (64, dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)),
         (128, dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4)),
-        (256, dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=4)),
-        (1 << 62, dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)),
+        # M >= 256: the best of a 48-config sweep on the H200 (benchmarks/scripts/config_sweep.py,
+        # 2026-11-29): 128x128x64, 4 warps, 5 stages: 56.9 us at M256-N7168-K8192 (the first seed's
+        # 128x64 tiles, 8 warps: 72.8 us) and 1727 us at M8192-N7168-K8192 (its 128x256x64, 8 warps,
+        # 3 stages: 1808 us). torch.matmul (cuBLAS) took 44.5 and 1420 us in the same run.
+        (1 << 62, dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=5)),
     ],
-    "min_programs": 120,
+    "min_programs": 100,
     "min_block": {"BLOCK_M": 64, "BLOCK_N": 16},
 }
 

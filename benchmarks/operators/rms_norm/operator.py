@@ -86,6 +86,15 @@ def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -
     return (xf * rstd * weight.float()).to(x.dtype)
 
 
+
+def baseline(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """What a user runs instead: the PyTorch RMSNorm of HF transformers' Llama (fp32 math, weight applied
+    after the cast back). `aka bench --baseline eager|compile` times this."""
+    xf = x.float()
+    xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * xf.to(x.dtype)
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H = _dims(dims)
     _torch_dtype(dtype)

@@ -80,6 +80,13 @@ def reference(x: torch.Tensor) -> torch.Tensor:
     return (torch.nn.functional.silu(xf[:, :I]) * xf[:, I:]).to(x.dtype)
 
 
+
+def baseline(x: torch.Tensor) -> torch.Tensor:
+    """What a user runs instead: vLLM's native PyTorch SiluAndMul, in the activation dtype."""
+    I = x.shape[-1] // 2
+    return torch.nn.functional.silu(x[:, :I]) * x[:, I:]
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, I = _dims(dims)
     _torch_dtype(dtype)

@@ -1,0 +1,244 @@
+"""Child process of the compile gate: compile recorded launches with the real (non-interpreted) Triton.
+
+Run as `python -m sandbox.compile_child REQUEST.json RESULT.json` by sandbox.compile. It exists
+because the interpreter and the compiler cannot share a process: with TRITON_INTERPRET=1 every
+@triton.jit function, including triton.language's own (tl.sum, tl.sigmoid, tl.max ...), is an
+InterpretedFunction, and the code generator would run them as Python on IR values. A child
+without TRITON_INTERPRET imports the candidate afresh and gets real JITFunctions. It also keeps a
+compiler crash (ptxas SIGSEGV, an MLIR abort) from taking the worker down.
+
+The request names each kernel by its module file and function name; the result is JSON (stdout
+belongs to the candidate's prints and is ignored).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# Hopper's opt-in shared memory per block (227 KiB): what cudaFuncSetAttribute allows on H100/H200.
+SHARED_LIMIT_BY_ARCH = {90: 232448, 80: 166912, 89: 101376, 86: 101376}
+_PTX_FEATURES = {
+    "wgmma": re.compile(r"\bwgmma\.mma_async"),
+    "tma": re.compile(r"\bcp\.async\.bulk\.tensor"),
+    "cp.async": re.compile(r"\bcp\.async\.(?:ca|cg)\.shared"),
+    "ldmatrix": re.compile(r"\bldmatrix\."),
+    "mma": re.compile(r"\bmma\.sync\."),
+}
+_SASS_FEATURES = {
+    "wgmma": re.compile(r"\bHGMMA\b"),
+    "tma": re.compile(r"\bUTMA(?:LDG|STG|PF|REDG)\b"),
+    "cp.async": re.compile(r"\bLDGSTS\b"),
+    "ldmatrix": re.compile(r"\bLDSM\b"),
+    "mma": re.compile(r"\bHMMA\b"),
+}
+FEATURES = tuple(_PTX_FEATURES)
+
+
+def features_of(ptx: str, sass: str) -> tuple[str, ...]:
+    found = {name for name, rx in _PTX_FEATURES.items() if rx.search(ptx)}
+    found |= {name for name, rx in _SASS_FEATURES.items() if rx.search(sass)}
+    return tuple(sorted(found))
+
+
+def nvidia_tool(name: str) -> str | None:
+    """The CUDA binary tools that ship inside triton's wheel, else the system's."""
+    import triton
+    bundled = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / name
+    if bundled.exists():
+        return str(bundled)
+    return shutil.which(name)
+
+
+def parse_resource_usage(text: str, kernel: str) -> dict[str, int]:
+    """`cuobjdump --dump-resource-usage` -> {"REG": .., "STACK": .., "SHARED": .., "LOCAL": ..}."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("Function") and line.strip().rstrip(":").split()[-1] == kernel:
+            usage = lines[i + 1] if i + 1 < len(lines) else ""
+            return {k: int(v) for k, v in re.findall(r"([A-Z]+(?:\[\d+\])?):(\d+)", usage)}
+    return {}
+
+
+def cubin_facts(cubin: bytes, kernel: str) -> tuple[dict[str, int], str]:
+    """Resource usage and SASS of one compiled kernel, read with cuobjdump on any machine."""
+    tool = nvidia_tool("cuobjdump")
+    if tool is None:
+        return {}, ""
+    with tempfile.TemporaryDirectory(prefix="aka-cubin-") as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        usage = subprocess.run([tool, "--dump-resource-usage", str(path)], capture_output=True, text=True,
+                               timeout=120).stdout
+        sass = subprocess.run([tool, "-sass", str(path)], capture_output=True, text=True, timeout=120).stdout
+    return parse_resource_usage(usage, kernel), sass
+
+
+def first_useful_line(exc: BaseException, module) -> str:
+    """One readable line from a compile error: the innermost message, with the file line."""
+    from triton.compiler.errors import CompilationError
+    chain, cur = [], exc
+    while cur is not None and len(chain) < 20:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    inner = [e for e in chain if isinstance(e, CompilationError)]
+    if inner:
+        err = inner[-1]
+        message = _last_message_line(err.error_message or str(err))
+        where = _file_line(err, module)
+        return f"{where}{message}" if message else f"{where}{type(err).__name__}"
+    text = str(exc).strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower() and not ln.lower().startswith("repro command"):
+            return f"{type(exc).__name__}: {ln}"[:400]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:400]
+
+
+def _last_message_line(text: str) -> str:
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].strip() == "^":
+            lines = lines[i + 1:]
+            break
+    kept = [ln.strip() for ln in lines if ln.strip() and not re.match(r"^at \d+:\d+:$", ln.strip())]
+    return " ".join(kept)[:400]
+
+
+def _file_line(err, module) -> str:
+    node, src = getattr(err, "node", None), getattr(err, "src", None)
+    if node is None or not hasattr(node, "lineno") or not src:
+        return ""
+    match = re.search(r"^\s*def\s+(\w+)\s*\(", src, re.MULTILINE)
+    fn = getattr(module, match.group(1), None) if match else None
+    while fn is not None and not hasattr(fn, "__code__") and hasattr(fn, "fn"):
+        fn = fn.fn
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return f"in {match.group(1)}: " if match else ""
+    lines = Path(code.co_filename).read_text().splitlines()
+    def_line = code.co_firstlineno
+    while def_line <= len(lines) and not re.match(r"^\s*def\s", lines[def_line - 1]):
+        def_line += 1
+    return f"line {def_line + node.lineno - 1} (in {match.group(1)}): "
+
+
+def _load_module(path: str, index: int):
+    name = f"aka_compile_candidate_{index}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _jit_function(obj):
+    from triton.runtime.jit import JITFunction
+    seen = 0
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn") and seen < 8:
+        obj, seen = obj.fn, seen + 1            # Autotuner / Heuristics wrap the JITFunction
+    return obj if isinstance(obj, JITFunction) else None
+
+
+def _decode(value, module):
+    import triton.language as tl
+    if isinstance(value, dict):
+        if "tl.dtype" in value:
+            return tl.dtype(value["tl.dtype"])
+        if "jit" in value:
+            return _jit_function(getattr(module, value["jit"]))
+        if "tuple" in value:
+            return tuple(_decode(v, module) for v in value["tuple"])
+    return value
+
+
+def _as_tuples(value):
+    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _target(spec: dict):
+    from triton.backends.compiler import GPUTarget
+    if spec["kind"] == "device":
+        from triton.runtime import driver
+        return driver.active.get_current_target()
+    return GPUTarget("cuda", int(spec["arch"]), int(spec.get("warp_size", 32)))
+
+
+def compile_one(item: dict, module, target, on_device: bool) -> dict:
+    import triton
+    from triton.compiler import ASTSource
+    name = item["name"]
+    result = {"name": name, "registers": None, "spills_bytes": None, "shared_bytes": None,
+              "features": [], "error": None}
+    jit = _jit_function(getattr(module, name, None))
+    if jit is None:
+        result["error"] = f"kernel {name}: not found as a module-level @triton.jit function of the candidate"
+        return result
+    constexprs = {k: _decode(v, module) for k, v in item["constexprs"].items()}
+    attrs = {(jit.arg_names.index(p),): [["tt.divisibility", 16]] for p in item["divisible_by_16"]
+             if p in jit.arg_names}
+    options = dict(item.get("options") or {})
+    options.update(num_warps=item["num_warps"], num_stages=item["num_stages"])
+    try:
+        signature = {k: _as_tuples(v) for k, v in item["signature"].items()}     # tuple args came back as lists
+        src = ASTSource(fn=jit, signature=signature, constexprs=constexprs, attrs=attrs)
+        kernel = triton.compile(src, target=target, options=options)
+    except Exception as exc:   # a bad candidate is data: report the error, keep going
+        result["error"] = f"kernel {name}: {first_useful_line(exc, module)}"
+        return result
+    usage, sass = cubin_facts(kernel.asm.get("cubin", b""), kernel.metadata.name)
+    registers = usage.get("REG")
+    spills = usage.get("STACK", 0) + usage.get("LOCAL", 0) if usage else None
+    if on_device:
+        try:
+            kernel._init_handles()
+            registers, spills = kernel.n_regs, kernel.n_spills * 4   # triton counts spills in 4-byte words
+        except Exception:
+            pass
+    shared = int(getattr(kernel.metadata, "shared", 0) or 0) + usage.get("SHARED", 0)
+    result.update(registers=registers, spills_bytes=spills, shared_bytes=shared,
+                  features=list(features_of(kernel.asm.get("ptx", ""), sass)))
+    limit = SHARED_LIMIT_BY_ARCH.get(getattr(target, "arch", 0))
+    if limit is not None and shared > limit:
+        result["error"] = (f"kernel {name}: needs {shared} bytes of shared memory per block; sm_{target.arch} allows "
+                           f"{limit}; reduce BLOCK sizes or num_stages")
+    return result
+
+
+def main(request_path: str, result_path: str) -> int:
+    request = json.loads(Path(request_path).read_text())
+    out: dict = {"target": "", "kernels": [], "errors": []}
+    try:
+        target = _target(request["target"])
+        out["target"] = f"{target.backend}:sm_{target.arch}"
+    except Exception as exc:
+        out["errors"].append(f"compile target unavailable: {type(exc).__name__}: {exc}")
+        Path(result_path).write_text(json.dumps(out))
+        return 0
+    modules: dict[str, object] = {}
+    for item in request["kernels"]:
+        path = item["module_path"]
+        if path not in modules:
+            try:
+                modules[path] = _load_module(path, len(modules))
+            except BaseException as exc:   # the candidate's import-time code: data, not a crash
+                modules[path] = None
+                out["errors"].append(f"cannot import the candidate for compilation: {type(exc).__name__}: {exc}")
+        if modules[path] is None:
+            continue
+        info = compile_one(item, modules[path], target, request["target"]["kind"] == "device")
+        out["kernels"].append(info)
+        Path(result_path).write_text(json.dumps(out))      # partial results survive a later crash
+    Path(result_path).write_text(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("TRITON_INTERPRET", None)
+    sys.exit(main(sys.argv[1], sys.argv[2]))

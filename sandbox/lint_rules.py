@@ -1,0 +1,296 @@
+"""Expression rules of the lint: names, attributes, calls, operators, subscripts.
+
+A mixin for sandbox.lint._Linter, which provides `add`, `scope`, `root`, `flow`, `aliases`,
+`kernel_names`, `parents`, `launches`, `rejected_aliases`, `in_kernel()`, `at_module_level()`,
+`taint()`, `_walk_path()`, `_check_path()`, `_chain()` and `_is_module_alias()`. Host code
+(outside @triton.jit kernels) gets the PyTorch rules; kernels get only the name rules.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import string
+
+from sandbox import lint_policy as P
+from sandbox.lint_flow import CONTAINER, STATE, TENSOR
+
+BUILTIN_NAMES = frozenset(dir(builtins))
+# Attributes of triton's JIT/autotuner objects: reading them reaches compiled-kernel caches.
+_JIT_INTERNALS = frozenset({"fn", "cache", "device_caches", "run", "warmup", "src", "used_global_vals",
+                            "params", "pre_run_hooks", "add_pre_run_hook", "configs", "best_config",
+                            "cache_key", "preload", "rewrite", "rewritten_fn", "kernel_cache", "bench"})
+
+
+class ExpressionRules:
+
+    # ---------------------------------------------------------------- names
+    def _check_binding_name(self, node: ast.AST, name: str) -> None:
+        if name in P.HARD_BANNED:
+            self.add(node, P.HARD_BANNED[name], f"the name {name} is reserved: candidates may not use or rebind it")
+        elif name in self.aliases:
+            self.add(node, "monkeypatch", f"{name} shadows an imported name; use a different parameter name")
+
+    def visit_Name(self, node: ast.Name) -> None:
+        name = node.id
+        if name.startswith("__") and name.endswith("__"):
+            if name == "__name__":
+                msg = ("__name__: remove the `if __name__ == \"__main__\":` block and other module introspection; "
+                       f"the harness calls {self.op_name}(...) itself")
+            else:
+                msg = f"{name}: dunder names reach the interpreter's internals; not allowed in a candidate"
+            self.add(node, "escape", msg)
+            return
+        if name in P.HARD_BANNED:
+            code = P.HARD_BANNED[name]
+            why = {"io": "file and console I/O", "exit": "ends the process (the harness decides outcomes)",
+                   "monkeypatch": "sets attributes by name (monkeypatching)"}.get(
+                code, "runs or reaches code the lint cannot see")
+            self.add(node, code, f"{name}: {why}; not allowed in a candidate")
+            return
+        home = self.scope.lookup(name)
+        if name == "getattr" and home is None:
+            parent = self.parents.get(id(node))
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                self.add(node, "escape", "getattr used as a value can reach anything; write obj.name")
+            return
+        if isinstance(node.ctx, ast.Load):
+            if home is None:
+                if name in BUILTIN_NAMES:
+                    if name not in P.ALLOWED_BUILTINS:
+                        code = P.BANNED_BUILTIN_CODES.get(name, "builtin")
+                        extra = " (id/hash key output caches on object identity)" if code == "data-ptr" else ""
+                        self.add(node, code, f"builtin {name}() is not allowed in a candidate{extra}; "
+                                             "allowed: " + ", ".join(sorted(n for n in P.ALLOWED_BUILTINS
+                                                                             if n[0].islower())))
+                else:
+                    self.add(node, "undefined-name", f"name {name} is not defined in this file (a missing import "
+                                                     "or a typo?)")
+                return
+            if home is self.root and name in self.aliases and name not in self.rejected_aliases:
+                parent = self.parents.get(id(node))
+                if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                    if self._check_path(node, self.aliases[name], name) == P.NAMESPACE:
+                        self.add(node, "escape", f"{name} is a module: call its functions ({name}.<name>) but do "
+                                                 "not store or pass the module itself")
+            if home is self.root and name in self.kernel_names and not self.in_kernel():
+                parent = self.parents.get(id(node))
+                ok = (isinstance(parent, ast.Subscript) and parent.value is node) or isinstance(parent, (ast.Call, ast.keyword))
+                if not ok:
+                    self.add(node, "kernel-attr", f"kernel {name} may only be launched ({name}[grid](...)) or "
+                                                  "passed as an argument; do not store or inspect it")
+        else:
+            if name in self.aliases and isinstance(node.ctx, ast.Store):
+                self.add(node, "monkeypatch", f"assignment to {name} rebinds an imported module or name; "
+                                              "use a different variable name")
+            elif self.scope is self.root and name in BUILTIN_NAMES:
+                self.add(node, "escape", f"module-level {name} rebinds a Python builtin; choose another name")
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._check_binding_name(node, node.name)
+        self.generic_visit(node)
+
+    # ---------------------------------------------------------------- attributes
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        root, attrs = self._chain(node)
+        parent = self.parents.get(id(node))
+        outermost = not (isinstance(parent, ast.Attribute) and parent.value is node)
+        if root is not None and self._is_module_alias(root.id):
+            if not outermost:
+                return
+            shown = ".".join([root.id] + attrs)
+            path = ".".join([self.aliases[root.id]] + attrs)
+            if self.in_kernel() and path.split(".")[0] == "torch":
+                self.add(node, "torch-in-kernel", f"{shown} inside a @triton.jit kernel: kernels use triton.language "
+                                                  "(tl.*) only")
+                return
+            if root.id in self.rejected_aliases:
+                return
+            verdict, covered = self._walk_path(node, path, shown)
+            if verdict == P.ALLOW:
+                for attr in path.split(".")[covered:]:
+                    if attr.startswith("_"):
+                        self.add(node, "escape", f"{shown}: private and dunder attributes are internals; not allowed")
+                    elif attr in _JIT_INTERNALS:
+                        self.add(node, "kernel-attr", f"{shown}: .{attr} is triton JIT machinery; not for candidates")
+                    elif not self.in_kernel():
+                        verdict_attr = P.tensor_attribute_verdict(attr, shown)
+                        if verdict_attr is not None:
+                            self.add(node, *verdict_attr)
+            if verdict == P.NAMESPACE and not (isinstance(parent, ast.Call) and parent.func is node):
+                self.add(node, "escape", f"{shown} is a module: call its functions but do not store or pass "
+                                         "the module itself")
+            if isinstance(node.ctx, (ast.Store, ast.Del)):
+                self.add(node, "monkeypatch", f"assignment to {shown} patches a library (monkeypatching); "
+                                              "candidates may not change imported modules")
+            return
+        attr = node.attr
+        shown = ast.unparse(node)[:60]
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            self.add(node, "monkeypatch", f"assignment to attribute {shown}: candidates may not set or delete "
+                                          "attributes (monkeypatching, hidden state); use local variables")
+        if attr.startswith("__") and attr.endswith("__"):
+            self.add(node, "escape", f"{shown}: dunder attributes reach the interpreter's internals; not allowed")
+        elif attr.startswith("_"):
+            self.add(node, "escape", f"{shown}: private attributes are internals; use the public API")
+        elif not self.in_kernel():
+            self._check_host_attribute(node, node.value, attr, shown)
+        self.generic_visit(node)
+
+    def _check_host_attribute(self, node: ast.AST, receiver: ast.expr, attr: str, shown: str) -> None:
+        if isinstance(receiver, ast.Call) and isinstance(receiver.func, (ast.Name, ast.Attribute)):
+            path = self.flow.module_path(receiver.func, self.scope)
+            if path is not None and path.startswith("torch.") and P.torch_call_kind(path) != "tensor":
+                return          # torch.finfo(...).max, torch.cuda.get_device_properties(...).name
+        meta = receiver.func if isinstance(receiver, ast.Call) else receiver
+        if isinstance(meta, ast.Attribute) and meta.attr in P.TENSOR_META:
+            return              # x.device.type, x.dtype.itemsize: attributes of metadata, not of a tensor
+        if isinstance(receiver, ast.Name):
+            home = self.scope.lookup(receiver.id)
+            if home is self.root and receiver.id in self.kernel_names:
+                self.add(node, "kernel-attr", f"{shown}: kernels may only be launched as {receiver.id}[grid](...); "
+                                              "their attributes hold triton's compiled-kernel caches")
+                return
+            if home is None and receiver.id in BUILTIN_NAMES:
+                self.add(node, "escape", f"{shown}: attributes of builtins are not allowed; call methods on values")
+                return
+        if attr in _JIT_INTERNALS:
+            self.add(node, "kernel-attr", f"{shown}: .{attr} is triton JIT/autotuner machinery; launch kernels as "
+                                          "kernel[grid](...) and leave their internals alone")
+            return
+        verdict = P.tensor_attribute_verdict(attr, shown)
+        if verdict is not None:
+            self.add(node, *verdict)
+
+    # ---------------------------------------------------------------- expressions
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and \
+                func.value.id in self.kernel_names and self.scope.lookup(func.value.id) is self.root:
+            self.launches.append((func.value.id, self.scope))
+            if self.at_module_level():
+                self.add(node, "module-level", f"{func.value.id}[...](...) at module level runs at import; launch "
+                                               f"kernels inside {self.op_name}(...)")
+        elif isinstance(func, ast.Name) and func.id == "getattr" and self.scope.lookup("getattr") is None:
+            self._check_getattr(node)
+        elif not self.in_kernel():
+            self._check_host_call(node)
+        self.generic_visit(node)
+
+    def _check_getattr(self, node: ast.Call) -> None:
+        if len(node.args) < 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            self.add(node, "escape", "getattr with a computed name can reach anything; write the attribute "
+                                     "out (obj.name)")
+            return
+        obj, attr = node.args[0], node.args[1].value
+        shown = f"getattr({ast.unparse(obj)[:30]}, {attr!r})"
+        if isinstance(obj, (ast.Name, ast.Attribute)):
+            root, _ = self._chain(obj) if isinstance(obj, ast.Attribute) else (obj, [])
+            if root is not None and self._is_module_alias(root.id):
+                self.add(node, "escape", f"{shown}: getattr on a module bypasses the import policy; write "
+                                         "module.name")
+                return
+        if attr.startswith("_"):
+            self.add(node, "escape", f"{shown}: private and dunder attributes are internals; not allowed")
+        elif not self.in_kernel():
+            self._check_host_attribute(node, obj, attr, shown)
+
+    def _check_host_call(self, node: ast.Call) -> None:
+        func = node.func
+        args = list(node.args) + [k.value for k in node.keywords]
+        arg_taint = 0
+        for a in args:
+            arg_taint |= self.taint(a)
+        path = self.flow.module_path(func, self.scope) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if path is not None:
+            root = path.split(".")[0]
+            if self.at_module_level() and root == "torch" and not self._is_decorator(node):
+                self.add(node, "module-level", f"{ast.unparse(func)}(...) at module level runs at import; allocate "
+                                               f"and query devices inside {self.op_name}(...)")
+            if (path in ("triton.cdiv", "triton.next_power_of_2") or root == "math") and arg_taint & (TENSOR | CONTAINER):
+                self.add(node, "torch-compute", f"{ast.unparse(func)}(...) on a tensor computes with PyTorch; pass "
+                                                "sizes (x.shape[0], x.numel()) instead")
+            return
+        if isinstance(func, ast.Name) and self.scope.lookup(func.id) is None and func.id in P.ALLOWED_BUILTINS:
+            name = func.id
+            if name in P.TENSOR_SAFE_BUILTINS:
+                return
+            if name in P.CONTAINER_SAFE_BUILTINS:
+                if arg_taint & TENSOR:
+                    self.add(node, "torch-compute", f"{name}(...) iterates over a tensor in Python; work on tensors "
+                                                    "inside the kernel")
+                return
+            if arg_taint & (TENSOR | CONTAINER):
+                if name in P.HOST_SYNC_BUILTINS:
+                    self.add(node, "host-sync", f"{name}(...) of a tensor reads its values on the host (a device "
+                                                "sync that breaks CUDA graphs); print or convert sizes, not tensors")
+                else:
+                    self.add(node, "torch-compute", f"{name}(...) over tensors computes with PyTorch in Python; "
+                                                    "compute it inside the kernel")
+            return
+        if isinstance(func, ast.Attribute):
+            if func.attr in ("format", "format_map") and isinstance(func.value, ast.Constant) and \
+                    isinstance(func.value.value, str):
+                self._check_format_string(node, func.value.value)
+            if func.attr in P.MUTATING_METHODS and self.taint(func.value) & STATE:
+                self.add(node, "global-state", f"{ast.unparse(func)[:50]}(...) changes module-level state from a "
+                                               "function (a cache across calls); keep per-call data in locals")
+
+    def _is_decorator(self, node: ast.AST) -> bool:
+        parent = self.parents.get(id(node))
+        return isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and node in parent.decorator_list
+
+    def _check_format_string(self, node: ast.AST, text: str) -> None:
+        try:
+            fields = [f for _, f, _, _ in string.Formatter().parse(text) if f]
+        except ValueError:
+            return
+        if any("." in f or "[" in f for f in fields):
+            self.add(node, "escape", "format fields with attribute or index access ({0.attr}) can read internals; "
+                                     "use an f-string with plain expressions")
+
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        if not self.in_kernel():
+            if isinstance(node.op, ast.MatMult):
+                self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}`: @ multiplies matrices with PyTorch; "
+                                                "use tl.dot inside your kernel")
+            elif (self.taint(node.left) | self.taint(node.right)) & TENSOR:
+                self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` does arithmetic on tensors in Python; "
+                                                "do it inside the kernel (launcher arithmetic is for sizes and grids)")
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if not self.in_kernel() and not isinstance(node.op, ast.Not) and self.taint(node.operand) & TENSOR:
+            self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` computes on a tensor in Python; do it "
+                                            "inside the kernel")
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        if not self.in_kernel() and self.taint(node) & TENSOR:
+            self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` compares tensors in Python (a PyTorch op); "
+                                            "compare sizes or dtypes, or do it inside the kernel")
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if not self.in_kernel():
+            base = self.taint(node.value)
+            index = node.slice
+            if isinstance(node.ctx, ast.Load):
+                fancy = any(isinstance(n, (ast.List, ast.ListComp)) for n in ast.walk(index))
+                if base & TENSOR and (self.taint(index) & (TENSOR | CONTAINER) or fancy):
+                    self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` indexes a tensor with a tensor or "
+                                                    "list (a PyTorch gather); gather inside the kernel")
+            else:
+                if base & TENSOR and not base & STATE:
+                    self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]} = ...` writes into a tensor from "
+                                                    "Python; write the output inside the kernel")
+                if base & STATE and not self.at_module_level():
+                    self.add(node, "global-state", f"`{ast.unparse(node)[:60]}` writes module-level state from a "
+                                                   "function (a cache across calls); keep per-call data in locals")
+        self.generic_visit(node)
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> None:
+        if not self.in_kernel() and self.taint(node.value) & (TENSOR | CONTAINER):
+            self.add(node, "host-sync", "formatting a tensor into a string reads its values on the host; format "
+                                        "its .shape or .dtype instead")
+        self.generic_visit(node)

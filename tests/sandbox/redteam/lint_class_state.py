@@ -1,0 +1,38 @@
+# expect: reject
+# stage: lint
+# op: rms_norm
+# needs: cpu
+# why: a class instance keeps the previous output between calls
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, out_ptr, H, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < H
+    x = tl.load(x_ptr + row * H + cols, mask=m, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=m, other=0.0).to(tl.float32)
+    r = tl.rsqrt(tl.sum(x * x, axis=0) / H + eps)
+    tl.store(out_ptr + row * H + cols, (x * r * w).to(out_ptr.dtype.element_ty), mask=m)
+
+
+class _Runner:
+    def __init__(self):
+        self.out = None
+
+    def __call__(self, x, weight, eps):
+        if self.out is None:
+            T, H = x.shape
+            self.out = torch.empty_like(x)
+            _rms_norm_kernel[(T,)](x, weight, self.out, H, eps, BLOCK=triton.next_power_of_2(H))
+        return self.out
+
+
+_runner = _Runner()
+
+
+def rms_norm(x, weight, eps=1e-6):
+    return _runner(x, weight, eps)
