@@ -1,0 +1,134 @@
+"""The LLM proposer: prompt a model with the contract, the incumbent and the evidence; read a kernel back.
+
+One proposal is one conversation: the prompt (agent/feedback.build_prompt), the model's reply, and
+when the reply holds no kernel, ONE short corrective turn in the same conversation; a second reply
+without a kernel ends the proposal with Proposal(source=None, error=...). Each malformed reply is
+counted in Usage.malformed_replies.
+
+Usage accounting (agent.types.Usage), per proposal: `calls` are model calls that returned a reply
+(the billed ones), `retries` the failed attempts that were retried (429, 5xx, timeouts), tokens and
+dollars as the provider reported them (see llm_clients for how each SDK is priced). The loop
+enforces budgets; the proposer only reports.
+
+Errors: transient failures are retried with backoff inside the client call; when retries run out
+the proposal carries the error. Rejected credentials or an unknown model (401/403/404) cannot get
+better by repeating, so that proposal is marked final and the loop stops. Every error message is
+scrubbed of anything that looks like an API key before it is recorded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.config import LLMConfig
+from agent.feedback import build_prompt, corrective_message
+from agent.proposers.llm_clients import (FATAL_STATUS, ChatClient, ChatReply, ProposerConfigError,
+                                         call_with_retries, is_transient, make_client, status_of)
+from agent.proposers.llm_extract import extract_kernel, scrub_secrets, summary_lines
+from agent.types import Proposal, ProposalContext, Usage
+
+_API_MODULES = frozenset({"openai", "anthropic", "litellm", "httpx", "httpcore"})
+
+
+def _is_api_error(exc: BaseException) -> bool:
+    return status_of(exc) is not None or type(exc).__module__.split(".")[0] in _API_MODULES or is_transient(exc)
+
+
+@dataclass
+class _Tally:
+    """Mutable counters of one proposal, frozen into a Usage at the end."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    usd: float = 0.0
+    calls: int = 0
+    retries: int = 0
+    malformed: int = 0
+    cost_note: str = ""
+
+    def add(self, reply: ChatReply) -> None:
+        self.calls += 1
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.usd += reply.usd
+        self.cost_note = self.cost_note or reply.cost_note
+
+    def usage(self) -> Usage:
+        return Usage(self.prompt_tokens, self.completion_tokens, self.usd, self.calls, self.retries, self.malformed)
+
+
+class LLMProposer:
+    name = "llm"
+
+    def __init__(self, model: str, cfg: Any = None, seed: int | None = None, client: ChatClient | None = None,
+                 backoff_s: float = 1.0, max_backoff_s: float = 60.0, templates_dir: str | Path | None = None):
+        """`model` is PROVIDER/MODEL; `cfg` a Config or an LLMConfig (defaults when None). `seed` is
+        accepted for the proposer table's uniform call: sampling is the model's, not ours."""
+        self.model = model
+        self.cfg: LLMConfig = getattr(cfg, "llm", cfg) or LLMConfig()
+        self.client = client or make_client(model, self.cfg)
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.templates_dir = templates_dir
+        self.total = Usage()
+
+    # ---- protocol -----------------------------------------------------------------------------
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        tally = _Tally()
+        messages = build_prompt(ctx, self.templates_dir)
+        try:
+            reply = self._call(messages, tally)
+            source = extract_kernel(reply.text, ctx.contract.name)
+            if source is None:
+                tally.malformed += 1
+                messages = messages + [{"role": "assistant", "content": reply.text.strip() or "(empty reply)"},
+                                       corrective_message(ctx.contract, self.templates_dir)]
+                reply = self._call(messages, tally)
+                source = extract_kernel(reply.text, ctx.contract.name)
+                if source is None:
+                    tally.malformed += 1
+                    return self._done(Proposal(
+                        source=None, usage=tally.usage(), meta=self._meta(tally),
+                        error=f"the model's reply held no kernel twice (a ```python block defining "
+                              f"{ctx.contract.name}(...) and a @triton.jit kernel), even after a corrective turn"))
+        except ProposerConfigError as exc:
+            return self._done(Proposal(source=None, usage=tally.usage(), error=scrub_secrets(str(exc)),
+                                       meta={**self._meta(tally), "final": True}))
+        except Exception as exc:
+            if not _is_api_error(exc):
+                raise                       # a bug of ours, not the provider's: the loop records it
+            status = status_of(exc)
+            fatal = status in FATAL_STATUS
+            hint = (" (check the API key and the model name; aka stops here)" if fatal else
+                    f" after {tally.retries} retries" if is_transient(exc) else "")
+            return self._done(Proposal(
+                source=None, usage=tally.usage(),
+                error=scrub_secrets(f"{self.model}: {type(exc).__name__}"
+                                    f"{f' (HTTP {status})' if status else ''}: {exc}")[:1000] + hint,
+                meta={**self._meta(tally), **({"final": True} if fatal else {})}))
+        changed, why = summary_lines(reply.text)
+        return self._done(Proposal(source=source, changed=changed or f"revision by {self.model}", why=why,
+                                   usage=tally.usage(), meta=self._meta(tally)))
+
+    def observe(self, proposal: Proposal, result: Any, accepted: bool) -> None:
+        """Nothing to learn between calls: the next context carries the memory records."""
+
+    # ---- parts --------------------------------------------------------------------------------
+    def _call(self, messages: list[dict[str, str]], tally: _Tally) -> ChatReply:
+        def on_retry(exc: BaseException) -> None:
+            tally.retries += 1
+
+        reply = call_with_retries(lambda: self.client.complete(messages), max_retries=self.cfg.max_retries,
+                                  backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s, on_retry=on_retry)
+        tally.add(reply)
+        return reply
+
+    def _meta(self, tally: _Tally) -> dict[str, Any]:
+        meta: dict[str, Any] = {"proposer": self.name, "model": self.model}
+        if tally.cost_note:
+            meta["cost_note"] = tally.cost_note
+        return meta
+
+    def _done(self, proposal: Proposal) -> Proposal:
+        self.total = self.total + proposal.usage
+        return proposal

@@ -1,0 +1,352 @@
+"""The offline proposer: a profile-guided search over a kernel's CONFIGS (no model, no API key).
+
+How it searches
+1. The space is the incumbent's CONFIGS literal (agent/proposers/search_space.py): every int under
+   a name is a slot with a grid of values (powers of two for block sizes, 1-16 warps, 1-6 stages,
+   ...) and a side of the roofline it acts on (memory | compute | both).
+2. The profile prunes moves (`read_profile`):
+   - regime: the weighted majority (>= 2/3 of the weight) of the visible shapes' roofline `bound`
+     in ctx.incumbent_result; Nsight counters override it when decisive (a kernel at >= 70% of DRAM
+     or SM peak). A memory-bound kernel is offered only memory- and both-side moves (no num_stages,
+     no BLOCK_K), a compute-bound one only compute- and both-side moves; mixed or unknown: all.
+   - pressure: a failing shape or spilled registers (compile report or ncu) -> only moves that
+     shrink resource use (a smaller block size or fewer stages).
+   - low achieved occupancy (< 20%): shrinking moves are tried first (ordering only).
+3. Hill-climbing by coordinate descent from a climb point (at first the incumbent's config): its
+   neighbours change one slot by one grid step. After a step that improved the score, the same slot
+   in the same direction is tried first (momentum); otherwise the order is a seeded shuffle.
+   A tabu set holds every config proposed or dropped: key = hash of the file outside CONFIGS +
+   the canonical CONFIGS value, so no config of a kernel is ever proposed twice.
+4. `observe`: a valid candidate that beats the climb point's score becomes the climb point (even
+   when the loop kept its incumbent, which happens while climbing from a restart point).
+5. When the neighbourhood is exhausted: the alternative kernels the knowledge base holds for the
+   operator (constructor `alternatives`; those that do not define the operator's function and a
+   @triton.jit kernel are skipped), once each; then random restarts: a seeded random grid
+   point over the unpruned slots that is not tabu; its score becomes the climb point's, whatever it is.
+6. Nothing left: Proposal(source=None, meta={"final": True}), and the loop stops.
+
+Prefetch: `prefetch(n)` takes the next n moves now and compiles them for Hopper on CPU cores
+(agent/proposers/search_prefetch.py) while the GPU times other candidates; `propose` then hands
+them out in order, dropping those that fail to compile or spill heavily. A climb to a new point
+discards prefetched moves that were not proposed yet (their compile results stay cached).
+
+Determinism: one random.Random, seeded by `seed` (else the first ctx.seed), drives every shuffle
+and restart; compile results are consumed in proposal order, so the sequence for a given seed and
+the same observations is the same however fast the compiles finish.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from agent.proposers.llm_extract import defines_candidate
+from agent.proposers.search_prefetch import DEFAULT_MAX_SPILL_BYTES, CompileFn, CompilePool, sandbox_compile_check
+from agent.proposers.search_space import (ConfigsLiteral, SearchSpaceError, Slot, apply_config, config_key,
+                                          get_at, read_configs, set_at)
+from agent.types import Proposal, ProposalContext
+
+REGIME_SHARE = 2 / 3          # weight share of one bound that makes the kernel's regime
+DECISIVE_PCT = 70.0           # ncu % of peak that overrides the roofline regime
+LOW_OCCUPANCY_PCT = 20.0
+ENUMERATE_LEFTOVERS_UP_TO = 20_000   # grid points a restart may list when random draws keep missing
+
+
+@dataclass(frozen=True)
+class Profile:
+    regime: str = "unknown"            # memory | compute | mixed | unknown
+    reduce: bool = False               # failing shapes or spills: only shrinking moves
+    low_occupancy: bool = False
+    notes: tuple[str, ...] = ()
+
+    def allows(self, side: str) -> bool:
+        if self.regime == "memory":
+            return side in ("memory", "both")
+        if self.regime == "compute":
+            return side in ("compute", "both")
+        return True
+
+    def describe(self) -> str:
+        return "; ".join((f"{self.regime} regime",) + self.notes)
+
+
+def _counter_kernels(result: dict) -> list[dict]:
+    counters = result.get("counters") or {}
+    if not counters.get("available", True):
+        return []
+    return [k for s in counters.get("shapes") or [] for k in s.get("kernels") or [] if isinstance(k, dict)]
+
+
+def _mean(kernels: list[dict], field: str) -> float | None:
+    pairs = [(k[field], k.get("duration_us") or 1.0) for k in kernels if k.get(field) is not None]
+    return sum(v * w for v, w in pairs) / sum(w for _, w in pairs) if pairs else None
+
+
+def read_profile(result: dict[str, Any] | None) -> Profile:
+    """Regime, resource pressure and occupancy from an EvalResult.to_json() (hold-outs removed)."""
+    if not result:
+        return Profile()
+    rows = [r for r in result.get("shapes") or [] if not r.get("holdout")]
+    weight = {b: sum(float(r.get("weight") or 0.0) for r in rows if r.get("bound") == b) for b in ("memory", "compute")}
+    total = weight["memory"] + weight["compute"]
+    regime = "unknown" if total <= 0 else ("memory" if weight["memory"] >= REGIME_SHARE * total else
+                                           "compute" if weight["compute"] >= REGIME_SHARE * total else "mixed")
+    notes = []
+    kernels = _counter_kernels(result)
+    dram, sm = _mean(kernels, "dram_pct"), _mean(kernels, "sm_pct")
+    if dram is not None and dram >= DECISIVE_PCT and dram >= (sm or 0.0):
+        regime, notes = "memory", notes + [f"ncu: {dram:.0f}% of DRAM peak"]
+    elif sm is not None and sm >= DECISIVE_PCT and sm > (dram or 0.0):
+        regime, notes = "compute", notes + [f"ncu: {sm:.0f}% of SM peak"]
+    failing = [r.get("id", "?") for r in rows if r.get("error")]
+    compiled = (result.get("compile_info") or {}).get("kernels") or []
+    spills = max([int(k.get("spills_bytes") or 0) for k in compiled if isinstance(k, dict)]
+                 + [int(k.get("local_spill_bytes") or 0) for k in kernels], default=0)
+    if failing:
+        notes.append(f"failing shapes {', '.join(failing)}: shrinking tiles and stages")
+    if spills > 0:
+        notes.append(f"{spills} bytes of register spills: shrinking tiles and stages")
+    occupancy = _mean(kernels, "achieved_occupancy_pct")
+    low = occupancy is not None and occupancy < LOW_OCCUPANCY_PCT
+    if low:
+        notes.append(f"achieved occupancy {occupancy:.0f}%: smaller tiles first")
+    return Profile(regime, bool(failing) or spills > 0, low, tuple(notes))
+
+
+def _jsonable(value: Any) -> Any:
+    """A CONFIGS value as the audit trail stores it: string keys, lists for tuples."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class Move:
+    kind: str                     # neighbour | restart | alternative
+    source: str
+    key: str                      # tabu key
+    config: Any = None            # the CONFIGS value it sets (None for an alternative)
+    changed: str = ""
+    why: str = ""
+    slot: tuple = ()              # the changed slot's path (neighbour moves)
+    step: int = 0                 # -1 / +1 along that slot's grid
+
+
+class SearchProposer:
+    name = "search"
+
+    def __init__(self, cfg: Any = None, seed: int | None = None, alternatives: list[str] | None = None,
+                 compile_fn: CompileFn | None = None, max_workers: int | None = None,
+                 max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES, restart_tries: int = 200):
+        """`cfg` is accepted for the proposer table's uniform call and not needed; `alternatives`
+        are other kernels for the operator (knowledge `alternatives(op)`); `compile_fn(source, op)`
+        is the prefetch compile check (default: the sandbox's lint + compile gates)."""
+        self.seed, self.alternatives = seed, list(alternatives or [])
+        self.max_spill_bytes, self.restart_tries = max_spill_bytes, restart_tries
+        self._pool = CompilePool(compile_fn or sandbox_compile_check, max_workers)
+        self._rng: random.Random | None = None
+        self._ctx: ProposalContext | None = None
+        self._incumbent: str | None = None
+        self._lit: ConfigsLiteral | None = None
+        self._space_error = ""
+        self._body = ""                             # hash of the incumbent outside its CONFIGS
+        self._slots: list[Slot] = []
+        self._point: Any = None
+        self._point_score: float | None = None
+        self._profile = Profile()
+        self._queue: list[Move] = []
+        self._queue_sig: tuple | None = None
+        self._momentum: tuple[tuple, int] | None = None
+        self._prefetched: deque[Move] = deque()
+        self._alt_next = 0
+        self._tabu: set[str] = set()
+        self._moves: dict[str, Move] = {}          # key -> move, for observe
+        self.scores: dict[str, float | None] = {}   # key -> observed score (None: invalid)
+        self.dropped: list[tuple[str, str]] = []   # (changed, why) of moves the pre-compile dropped
+
+    # ---- protocol -----------------------------------------------------------------------------
+    def propose(self, ctx: ProposalContext) -> Proposal:
+        self._sync(ctx)
+        while True:
+            move = self._take_prefetched()
+            if move is None:
+                move = self._next_move()
+            if move is None:
+                what = self._space_error or "every reachable config and alternative has been tried"
+                return Proposal(source=None, error=f"search exhausted: {what} ({len(self.scores)} evaluated, "
+                                                   f"{len(self.dropped)} dropped before the GPU)",
+                                meta={"proposer": self.name, "final": True})
+            if move.key not in self._tabu:
+                break
+        self._tabu.add(move.key)
+        self._moves[move.key] = dataclasses.replace(move, source="")   # observe needs all but the text
+        meta = {"proposer": self.name, "move": move.kind, "key": move.key, "profile": self._profile.describe()}
+        if move.config is not None:
+            meta["config"] = _jsonable(move.config)
+        return Proposal(source=move.source, changed=move.changed, why=move.why, meta=meta)
+
+    def observe(self, proposal: Proposal, result: Any, accepted: bool) -> None:
+        meta = proposal.meta or {}
+        move = self._moves.get(meta.get("key", "")) if meta.get("proposer") == self.name else None
+        if move is None:
+            return
+        valid = result is not None and getattr(result, "verdict", None) == "accepted"
+        score = getattr(result, "weighted_attainment", None) if valid else None
+        self.scores[move.key] = score
+        if move.kind == "alternative" or not valid:
+            return
+        if score is not None and self._point_score is not None:
+            improved = score > self._point_score
+        else:
+            improved = accepted     # no timings (interpreter): the loop's decision is the only signal
+        if move.kind == "restart" or improved:
+            self._momentum = (move.slot, move.step) if improved and move.kind == "neighbour" else None
+            self._point, self._point_score = move.config, score
+            self._prefetched.clear()
+
+    def prefetch(self, n: int) -> int:
+        """Take the next n moves now and start compiling them on CPU cores; returns how many."""
+        if self._ctx is None:
+            raise RuntimeError("prefetch needs the search's context: call propose() once first")
+        added = 0
+        for _ in range(max(0, n)):
+            move = self._next_move()
+            if move is None:
+                break
+            self._prefetched.append(move)
+            self._pool.submit(move.key, move.source, self._ctx.contract.name)
+            added += 1
+        return added
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # ---- state --------------------------------------------------------------------------------
+    def _key(self, config: Any) -> str:
+        return f"{self._body}:{config_key(config)}"
+
+    def _sync(self, ctx: ProposalContext) -> None:
+        self._ctx = ctx
+        if self._rng is None:
+            self._rng = random.Random(self.seed if self.seed is not None else ctx.seed)
+        self._profile = read_profile(ctx.incumbent_result)
+        if ctx.incumbent_source == self._incumbent:
+            return
+        self._incumbent = ctx.incumbent_source
+        self._prefetched.clear()
+        try:
+            self._lit = read_configs(ctx.incumbent_source)
+            self._body, self._space_error = self._lit.body_hash(), ""
+        except SearchSpaceError as e:
+            self._lit, self._slots, self._space_error = None, [], f"the incumbent has no searchable CONFIGS ({e})"
+            return
+        self._slots = [s for s in self._lit.slots() if s.rule.kind != "fixed"]
+        self._point, self._point_score = self._lit.value, ctx.incumbent_score
+        self._tabu.add(self._key(self._point))
+
+    def _take_prefetched(self) -> Move | None:
+        while self._prefetched:
+            move = self._prefetched.popleft()
+            if move.key in self._tabu:
+                continue
+            check = self._pool.result(move.key)
+            if check.viable(self.max_spill_bytes):
+                return move
+            self._tabu.add(move.key)
+            self.dropped.append((move.changed, check.reason(self.max_spill_bytes)))
+        return None
+
+    def _free(self, key: str) -> bool:
+        return key not in self._tabu and all(m.key != key for m in self._prefetched)
+
+    def _next_move(self) -> Move | None:
+        if self._lit is not None:
+            sig = (config_key(self._point), self._profile)
+            if sig != self._queue_sig:
+                self._queue, self._queue_sig = self._neighbours(), sig
+            while self._queue:
+                move = self._queue.pop(0)
+                if self._free(move.key):
+                    return move
+        return self._next_alternative() or (self._restart() if self._lit is not None else None)
+
+    def _movable(self) -> list[Slot]:
+        return [s for s in self._slots if self._profile.allows(s.rule.side)]
+
+    def _neighbours(self) -> list[Move]:
+        prof, moves = self._profile, []
+        for slot in self._movable():
+            grid = slot.rule.grid(slot.value)
+            current = get_at(self._point, slot.path)
+            if current not in grid:
+                continue
+            i = grid.index(current)
+            for step in (-1, 1):
+                if not 0 <= i + step < len(grid):
+                    continue
+                new = grid[i + step]
+                if prof.reduce and not slot.rule.shrinks(current, new):
+                    continue
+                config = set_at(self._point, slot.path, new)
+                moves.append(Move("neighbour", apply_config(self._lit.source, config), self._key(config), config,
+                                  f"{slot.label()}: {current} -> {new}",
+                                  f"hill-climb step ({prof.describe()})", slot.path, step))
+        self._rng.shuffle(moves)
+
+        def priority(m: Move) -> int:
+            if self._momentum == (m.slot, m.step):
+                return 0
+            slot = next(s for s in self._slots if s.path == m.slot)
+            return 1 if prof.low_occupancy and slot.rule.shrinks(get_at(self._point, m.slot), get_at(m.config, m.slot)) else 2
+        return sorted(moves, key=priority)
+
+    def _next_alternative(self) -> Move | None:
+        while self._alt_next < len(self.alternatives):
+            i = self._alt_next
+            self._alt_next += 1
+            source = self.alternatives[i]
+            key = "alternative:" + hashlib.sha256(source.encode()).hexdigest()[:16]
+            if source != self._incumbent and self._free(key) and defines_candidate(source, self._ctx.contract.name):
+                return Move("alternative", source, key, None, f"alternative kernel #{i + 1} for the operator",
+                            "the tunable neighbourhood is exhausted: a different kernel from the knowledge base")
+        return None
+
+    def _restart(self) -> Move | None:
+        slots = self._movable()
+        if not slots:
+            return None
+        for _ in range(self.restart_tries):
+            config = self._lit.value
+            for slot in slots:
+                config = set_at(config, slot.path, self._rng.choice(slot.rule.grid(slot.value)))
+            key = self._key(config)
+            if self._free(key):
+                return self._restart_move(config, key, slots)
+        # Random draws keep hitting tabu points: list what is left of a small space and pick from it.
+        size = 1
+        for slot in slots:
+            size *= len(slot.rule.grid(slot.value))
+        if size > ENUMERATE_LEFTOVERS_UP_TO:
+            return None
+        left = []
+        for combo in itertools.product(*(slot.rule.grid(slot.value) for slot in slots)):
+            config = self._lit.value
+            for slot, v in zip(slots, combo):
+                config = set_at(config, slot.path, v)
+            if self._free(self._key(config)):
+                left.append(config)
+        if not left:
+            return None
+        config = self._rng.choice(left)
+        return self._restart_move(config, self._key(config), slots)
+
+    def _restart_move(self, config: Any, key: str, slots: list[Slot]) -> Move:
+        changed = ", ".join(f"{s.label()}={get_at(config, s.path)}" for s in slots if get_at(config, s.path) != s.value)
+        return Move("restart", apply_config(self._lit.source, config), key, config, f"random restart: {changed}"[:300],
+                    f"neighbourhood exhausted: climb again from a random point ({self._profile.describe()})")
