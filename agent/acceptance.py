@@ -1,0 +1,141 @@
+"""When a candidate replaces the incumbent: a rule that measurement noise cannot fake.
+
+A candidate that passed every sandbox gate is re-measured against the incumbent in interleaved A/B
+repeats, A B A B ... (`acceptance.repeats` pairs), each measurement a fresh sandbox process with
+correctness off (it was just checked) and hold-out shapes off (they carry no weight). Each
+measurement gives one score: the weight-averaged attainment over the run's shapes.
+
+The rule. With incumbent samples a_1..a_n and candidate samples c_1..c_n (pair k measured back to
+back, so slow drift of clocks or temperature hits both sides of a pair alike):
+
+    gain  = median(c) - median(a)
+    noise = max(spread(a), spread(c)),  spread = interquartile range when n >= 5, else max - min
+    accept  iff  c_k > a_k for every pair k   and   gain > max(noise, acceptance.min_gain)
+
+Why both parts. The gain must clear the full spread of either side's repeats: a difference smaller
+than the scatter of one kernel measured against itself is not evidence. With 3 repeats an
+interquartile range is not defined well enough, so the range (max - min) stands in; it is the more
+conservative choice. The every-pair condition is a sign test on the paired differences: a candidate
+that lost even one head-to-head (an outlier run, a warm cache on one side) is not accepted, whatever
+the medians say. The chance that a kernel no better than the incumbent wins all n pairs by luck is at
+most 2^-n (1/8 at the default 3; raise `acceptance.repeats` for a stricter test). With repeats = 1
+the spread is 0 and the rule reduces to "strictly higher"; the loop warns when repeats < 3.
+
+Interpreter runs (no GPU) have no timing and so no comparable score. There the stand-in rule is
+deterministic and stated in every record: a candidate that passes every gate (lint, compile,
+correctness on visible and hidden shapes) replaces the incumbent iff its source differs from the
+incumbent's; the run is flagged "no timing" and its scores are left empty. A test (or a caller) that
+supplies its own score function gets the A/B rule above instead.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from agent.memory import visible_per_shape
+from sandbox.verdict import EvalResult
+
+RULE_AB = "ab-interleaved"
+RULE_INTERPRETER = "interpreter-correctness"
+RULE_INCUMBENT_FAILED = "incumbent-failed"
+RULE_GATE = "gate"
+
+
+@dataclass(frozen=True)
+class Decision:
+    accept: bool
+    rule: str
+    reason: str                                  # one line, for the lesson and the audit trail
+    incumbent: tuple[float, ...] = ()
+    candidate: tuple[float, ...] = ()
+    gain: float | None = None
+    noise: float | None = None
+    pairs_won: int | None = None
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"accept": self.accept, "rule": self.rule, "reason": self.reason, "incumbent": list(self.incumbent),
+                "candidate": list(self.candidate), "gain": self.gain, "noise": self.noise,
+                "pairs_won": self.pairs_won, **self.details}
+
+
+def run_score(result: EvalResult | None) -> float | None:
+    """The number the loop climbs: weight-averaged attainment over the run's visible shapes (a failed
+    shape counts 0). None when a passing shape has no attainment (the interpreter: not comparable)."""
+    if result is None or not result.accepted:
+        return None if result is None else 0.0
+    rows = result.visible_shapes()
+    if not rows or any(s.error is None and s.attainment is None for s in rows):
+        return None
+    total = sum(s.weight for s in rows)
+    att = [0.0 if s.error else float(s.attainment) for s in rows]
+    if total <= 0:
+        return sum(att) / len(att)
+    return sum(s.weight * a for s, a in zip(rows, att)) / total
+
+
+def median_attainment(result: EvalResult | None) -> float | None:
+    """S_i over the visible shapes (failed shapes count 0), or None without scores."""
+    per = visible_per_shape(result)
+    if result is None or not per or len(per) < len(result.visible_shapes()):
+        return None
+    return float(statistics.median(per.values()))
+
+
+def spread(samples: Sequence[float]) -> float:
+    """Interquartile range for 5 or more samples, else the full range (max - min)."""
+    if len(samples) < 2:
+        return 0.0
+    if len(samples) >= 5:
+        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+        return q3 - q1
+    return max(samples) - min(samples)
+
+
+def ab_decision(incumbent: Sequence[float], candidate: Sequence[float], min_gain: float = 0.0) -> Decision:
+    """Apply the A/B rule (module docstring) to paired samples, higher is better."""
+    a, c = tuple(float(x) for x in incumbent), tuple(float(x) for x in candidate)
+    if not a or len(a) != len(c):
+        raise ValueError(f"A/B needs the same number of incumbent and candidate samples (>= 1); got {len(a)} and "
+                         f"{len(c)}")
+    if not all(math.isfinite(x) for x in a + c):
+        return Decision(False, RULE_AB, "a re-measurement gave no finite score", a, c)
+    gain = statistics.median(c) - statistics.median(a)
+    noise = max(spread(a), spread(c))
+    won = sum(ck > ak for ak, ck in zip(a, c))
+    bar = max(noise, min_gain)
+    if won < len(a):
+        reason = f"lost {len(a) - won} of {len(a)} interleaved pairs (median gain {gain:+.4f})"
+        return Decision(False, RULE_AB, reason, a, c, gain, noise, won)
+    if not gain > bar:
+        what = "min_gain" if min_gain > noise else "noise"
+        reason = f"gain {gain:+.4f} <= {what} {bar:.4f} over {len(a)} A/B pairs"
+        return Decision(False, RULE_AB, reason, a, c, gain, noise, won)
+    return Decision(True, RULE_AB, f"score {statistics.median(a):.4f} -> {statistics.median(c):.4f} "
+                                   f"(gain {gain:+.4f} > {bar:.4f}, won {won}/{len(a)} pairs)", a, c, gain, noise, won)
+
+
+def measure_ab(measure_incumbent: Callable[[int], EvalResult], measure_candidate: Callable[[int], EvalResult],
+               score: Callable[[EvalResult], float | None], repeats: int
+               ) -> tuple[list[float], list[float], list[tuple[str, EvalResult]]]:
+    """Interleave A B A B ...; returns both sample lists and every result (role, result) in order.
+
+    A re-measurement that fails or yields no score gives NaN, which the rule rejects."""
+    a, c, results = [], [], []
+    for k in range(repeats):
+        for role, fn, samples in (("ab_incumbent", measure_incumbent, a), ("ab_candidate", measure_candidate, c)):
+            r = fn(k)
+            results.append((role, r))
+            s = score(r) if r.accepted else None
+            samples.append(float("nan") if s is None else float(s))
+    return a, c, results
+
+
+def correctness_only_decision(candidate_sha: str, incumbent_sha: str) -> Decision:
+    """The interpreter stand-in (module docstring): gates passed; accept iff the source changed."""
+    if candidate_sha == incumbent_sha:
+        return Decision(False, RULE_INTERPRETER, "identical to the incumbent (no timing: scores not comparable)")
+    return Decision(True, RULE_INTERPRETER, "passed every gate; no timing under the interpreter, so accepted on "
+                                            "correctness alone (scores not comparable)")

@@ -1,0 +1,307 @@
+"""Reading runs back from the audit trail, and `aka audit export`: an upstream-ready bundle.
+
+The bundle (one folder) holds:
+  <op>.py                  the final accepted kernel, as the sandbox checked it
+  reference_<op>.py        the operator file the run was checked against (recorded at run start), made
+                           standalone: its one import from aka (the Tolerance dataclass) is inlined
+  test_<op>.py             a pytest test of the kernel against the PyTorch reference, on the run's
+                           shapes and on odd sizes; it imports nothing from aka
+  PERFORMANCE.md           per shape: seed, final and baseline times, T_roof, attainment
+  configs.json             the kernel's tuned CONFIGS keyed by GPU name, then triton version
+  README.md                provenance: run id, audit record hashes, how to run the test
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agent.audit import Audit, Record
+from sandbox.verdict import EvalResult
+
+AKA_PACKAGES = ("agent", "benchmarks", "sandbox", "knowledge")
+
+
+class ExportError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RunView:
+    run_id: str
+    start: dict[str, Any]
+    records: tuple[Record, ...]
+
+    def of(self, kind: str) -> list[Record]:
+        return [r for r in self.records if r.kind == kind]
+
+    @property
+    def end(self) -> dict[str, Any] | None:
+        ends = self.of("run_end")
+        return ends[-1].body if ends else None
+
+    def accepted(self) -> list[dict[str, Any]]:
+        return [r.body for r in self.of("accepted")]
+
+    def final(self) -> dict[str, Any]:
+        acc = self.accepted()
+        if not acc:
+            raise ExportError(f"run {self.run_id} has no accepted kernel yet (not even the seed's verdict)")
+        return acc[-1]
+
+    def incumbent_before(self, iteration: int) -> dict[str, Any]:
+        """The accepted kernel the candidate of `iteration` was measured against."""
+        acc = [a for a in self.accepted() if a["iteration"] < iteration]
+        if not acc:
+            raise ExportError(f"run {self.run_id}: no incumbent before iteration {iteration}")
+        return acc[-1]
+
+    def evaluation(self, iteration: int, sha: str | None = None, roles=("seed", "candidate")) -> EvalResult | None:
+        hits = [r.body for r in self.of("evaluation") if r.body.get("iteration") == iteration
+                and r.body.get("role") in roles and (sha is None or r.body.get("source_sha256") == sha)]
+        return EvalResult.from_json(hits[-1]["result"]) if hits else None
+
+    def baselines(self) -> dict[str, EvalResult]:
+        return {r.body["role"].split(":", 1)[1]: EvalResult.from_json(r.body["result"])
+                for r in self.of("evaluation") if str(r.body.get("role", "")).startswith("baseline:")}
+
+    def iteration(self, it: int) -> dict[str, Any]:
+        hits = [r.body for r in self.of("iteration") if r.body["record"]["iteration"] == it]
+        if not hits:
+            raise ExportError(f"run {self.run_id} has no iteration {it}; `aka audit show {self.run_id}` lists them")
+        return hits[-1]
+
+
+def load_run(audit: Audit, run_id: str) -> RunView:
+    records = tuple(audit.records(run_id))
+    starts = [r for r in records if r.kind == "run_start"]
+    if not starts:
+        raise ExportError(f"no run {run_id!r} in {audit.path}; `aka audit list` shows the runs")
+    return RunView(run_id, starts[0].body, records)
+
+
+# ---- the bundle's parts ---------------------------------------------------------------------
+def standalone_reference(operator_source: str) -> str:
+    """The operator file with its imports from aka replaced by inlined definitions."""
+    from benchmarks import spec as spec_module
+    inlinable = {("benchmarks.spec", "Tolerance"): inspect.getsource(spec_module.Tolerance)}
+    tree = ast.parse(operator_source)
+    lines = operator_source.splitlines(keepends=True)
+    edits = []
+    for node in tree.body:
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in AKA_PACKAGES for a in node.names):
+            raise ExportError(f"operator file line {node.lineno}: `import {node.names[0].name}` cannot be made "
+                              f"standalone; import names from benchmarks.spec instead")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in AKA_PACKAGES:
+            parts = []
+            for alias in node.names:
+                code = inlinable.get((node.module, alias.name))
+                if code is None:
+                    raise ExportError(f"operator file line {node.lineno}: `from {node.module} import {alias.name}` "
+                                      f"has no standalone copy; add it to audit_export.standalone_reference")
+                parts.append(code + (f"\n{alias.asname} = {alias.name}\n" if alias.asname else ""))
+            edits.append((node.lineno, node.end_lineno, "from dataclasses import dataclass\n\n\n" + "\n".join(parts)))
+    for start, end, text in sorted(edits, reverse=True):
+        lines[start - 1:end] = [f"# (inlined from aka for a standalone copy)\n{text}\n"]
+    out = "".join(lines)
+    ast.parse(out)
+    return out
+
+
+def tuned_configs(source: str) -> Any:
+    """The literal value of the kernel's module-level CONFIGS, read without running the file."""
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "CONFIGS" for t in targets) and node.value is not None:
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return {"unparsed": ast.get_source_segment(source, node.value)}
+    return None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _environment(result: EvalResult | None) -> tuple[str, str]:
+    env = (result.environment if result is not None else {}) or {}
+    if result is not None and result.interpreter:
+        gpu = "none (Triton interpreter)"
+    else:
+        gpu = env.get("gpu_name") or env.get("gpu") or env.get("device_name") or "unknown"
+    triton = env.get("triton") or env.get("triton_version") or "unknown"
+    return str(gpu), str(triton)
+
+
+def _fmt(v: float | None, spec: str = ".2f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def performance_markdown(view: RunView) -> str:
+    final = view.final()
+    seed_res = view.evaluation(0, roles=("seed",))
+    final_res = view.evaluation(final["iteration"], final["source_sha256"])
+    base = view.baselines()
+    hw = view.start.get("hardware") or {}
+    interp = bool(seed_res and seed_res.interpreter)
+    head = ["shape", "dims", "dtype", "weight", "T_roof (us)", "seed (us)", "final (us)", "speedup",
+            "attain seed", "attain final"] + [f"{b} (us)" for b in base]
+    out = [f"# {view.start['op']}: performance of run {view.run_id}", "",
+           f"Shape set `{view.start['shape_set']}`; ceilings: {hw.get('name', '?')} ({hw.get('source', '?')}: "
+           f"{hw.get('bandwidth_tbs', '?')} TB/s). Times are GPU time per call inside a CUDA graph, L2 cold, median. "
+           f"Final kernel: iteration {final['iteration']}, sha256 {final['source_sha256'][:12]}.", ""]
+    if interp:
+        out += ["**Interpreter run (no GPU): correctness is real, the times below mean nothing and are not scores.**",
+                ""]
+    out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows_seed = {s.id: s for s in (seed_res.visible_shapes() if seed_res else [])}
+    rows_final = {s.id: s for s in (final_res.visible_shapes() if final_res else [])}
+    rows_base = {b: {s.id: s for s in r.visible_shapes()} for b, r in base.items()}
+    for sid in rows_seed or rows_final:
+        s, f = rows_seed.get(sid), rows_final.get(sid)
+        any_row = s or f
+        speed = (s.t_us / f.t_us) if s and f and s.t_us and f.t_us else None
+        cells = [sid, " ".join(f"{k}={v}" for k, v in any_row.dims.items()), any_row.dtype, _fmt(any_row.weight, ".3f"),
+                 _fmt(any_row.t_roof_us, ".3g"), _fmt(s.t_us if s else None), _fmt(f.t_us if f else None),
+                 _fmt(speed, ".2f") + ("x" if speed else ""), _fmt(s.attainment if s else None, ".3f"),
+                 _fmt(f.attainment if f else None, ".3f")]
+        cells += [_fmt(getattr(rows_base[b].get(sid), "t_us", None)) for b in base]
+        out.append("| " + " | ".join(cells) + " |")
+    if final_res is not None and final_res.s_i is not None:
+        out += ["", f"S_i: seed {_fmt(seed_res.s_i if seed_res else None, '.3f')}, final {final_res.s_i:.3f}."]
+    return "\n".join(out) + "\n"
+
+
+_TEST_TEMPLATE = '''"""Standalone test: the exported {op} kernel against its PyTorch reference.
+
+    pytest -q test_{op}.py
+
+With a CUDA GPU it runs the run's shapes at full size; without one, Triton's interpreter runs them
+scaled down (reference_{op}.interpreter_dims) and in fp32, where the interpreter's bf16 is unreliable.
+Exported by aka from run {run_id}; it imports nothing from aka.
+"""
+import importlib.util
+import os
+import random
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if not (Path("/dev/nvidiactl").exists() or Path("/dev/nvidia0").exists()):
+    os.environ.setdefault("TRITON_INTERPRET", "1")   # must be set before triton is imported
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+def _load(name, filename):
+    spec = importlib.util.spec_from_file_location(name, HERE / filename)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module     # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+ref = _load("reference_{op}", "reference_{op}.py")
+kernel = _load("{op}_kernel", "{op}.py")
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+SHAPES = {shapes}
+
+
+def _case(dims, dtype):
+    if DEVICE == "cpu":
+        dims = ref.interpreter_dims(dims)
+        dtype = "fp32" if "fp32" in ref.TOLERANCES else dtype
+    return dims, dtype
+
+
+def _check(dims, dtype, seed):
+    inputs = ref.make_inputs(dims, dtype, seed, DEVICE)
+    before = {{k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}}
+    expected = ref.reference(**{{k: (v.clone() if torch.is_tensor(v) else v) for k, v in inputs.items()}})
+    out = kernel.{op}(**inputs)
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+    shape, out_dtype = ref.output_spec(dims, dtype)
+    assert tuple(out.shape) == tuple(shape), f"output shape {{tuple(out.shape)}} != {{tuple(shape)}}"
+    assert out.dtype == expected.dtype, f"output dtype {{out.dtype}} != {{expected.dtype}}"
+    o, e = out.double(), expected.double()
+    assert torch.isfinite(o).all(), "output has NaN or Inf"
+    tol = ref.TOLERANCES[out_dtype]
+    excess = (o - e).abs() - (tol.atol + tol.rtol * e.abs())
+    assert excess.max().item() <= 0, f"elementwise tolerance exceeded by {{excess.max().item():.3g}} at {{dims}}"
+    rel_l2 = ((o - e).norm() / e.norm().clamp_min(1e-30)).item()
+    assert rel_l2 <= tol.rel_l2, f"rel_l2 {{rel_l2:.3g}} > {{tol.rel_l2}} at {{dims}}"
+    for k, v in before.items():
+        assert torch.equal(inputs[k], v), f"input {{k}} was modified"
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("shape", SHAPES, ids=[s["id"] for s in SHAPES])
+def test_run_shapes(shape, seed):
+    _check(*_case(shape["dims"], shape["dtype"]), seed)
+
+
+ODD = ref.holdout_dims(random.Random(20261129), [s["dims"] for s in SHAPES])
+
+
+@pytest.mark.parametrize("dims", ODD, ids=[f"odd{{i}}" for i in range(len(ODD))])
+def test_odd_sizes(dims):
+    _check(*_case(dims, SHAPES[0]["dtype"]), 7)
+'''
+
+
+def render_test_file(op: str, run_id: str, shapes: list[dict[str, Any]]) -> str:
+    rows = [{"id": s["id"], "dims": dict(s["dims"]), "dtype": s["dtype"]} for s in shapes]
+    return _TEST_TEMPLATE.format(op=op, run_id=run_id, shapes=json.dumps(rows, indent=4))
+
+
+def export_run(audit: Audit, run_id: str, out_dir: str | Path) -> list[Path]:
+    """Write the bundle for `run_id` into out_dir; returns the files written."""
+    view = load_run(audit, run_id)
+    op, final = view.start["op"], view.final()
+    source = audit.source(final["source_sha256"])
+    op_sha = view.start.get("operator_sha256")
+    if op_sha:
+        operator_source = audit.source(op_sha)
+    else:
+        from benchmarks.registry import OPERATORS_DIR
+        operator_source = (OPERATORS_DIR / op / "operator.py").read_text()
+    final_res = view.evaluation(final["iteration"], final["source_sha256"])
+    gpu, triton_version = _environment(final_res)
+    configs = {gpu: {triton_version: {"op": op, "CONFIGS": _jsonable(tuned_configs(source)), "run_id": run_id,
+                                      "iteration": final["iteration"], "source_sha256": final["source_sha256"],
+                                      "score": final.get("score")}}}
+    acc_records = [r for r in view.of("accepted") if r.body["source_sha256"] == final["source_sha256"]]
+    files = {
+        f"{op}.py": source,
+        f"reference_{op}.py": standalone_reference(operator_source),
+        f"test_{op}.py": render_test_file(op, run_id, view.start["shapes"]),
+        "PERFORMANCE.md": performance_markdown(view),
+        "configs.json": json.dumps(configs, indent=2, sort_keys=True) + "\n",
+        "README.md": (f"# {op} kernel from aka run {run_id}\n\n"
+                      f"- `{op}.py`: the accepted kernel (iteration {final['iteration']}, sha256 "
+                      f"{final['source_sha256']}).\n"
+                      f"- `test_{op}.py`: `pytest -q test_{op}.py` checks it against `reference_{op}.py` "
+                      f"(PyTorch) on the run's shapes and on odd sizes.\n"
+                      f"- `PERFORMANCE.md`: per-shape times against the seed and the baselines.\n"
+                      f"- `configs.json`: tuned CONFIGS keyed by GPU name and triton version.\n\n"
+                      f"Provenance: audit record #{acc_records[-1].seq if acc_records else '?'} "
+                      f"(hash {acc_records[-1].hash if acc_records else '?'}) in the run's audit database; "
+                      f"`aka audit verify` checks the chain.\n"),
+    }
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        (out / name).write_text(text)
+        written.append(out / name)
+    return written

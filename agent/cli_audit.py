@@ -1,0 +1,200 @@
+"""`aka audit`: review runs from the audit trail.
+
+    aka audit list                        runs: operator, proposer, iterations, accepted, best score, end
+    aka audit show RUN                    one run: plan, every iteration with its verdict and lesson, dropouts
+    aka audit diff RUN [ITER]             unified diff: candidate of ITER vs its incumbent (default: seed vs final)
+    aka audit verify                      walk the hash chain; exit 1 naming the first bad record
+    aka audit export RUN --to DIR         upstream-ready bundle (agent/audit_export.py)
+
+RUN is a run id, a unique prefix of one, or `last`. Exit codes: 0 ok, 1 verification failed, 2 usage.
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="review runs: list, show, diff, verify, export")
+
+_DB = typer.Option(None, "--db", help="audit database (default: the config's, $AKA_HOME/audit.db)")
+_CONFIG = typer.Option(None, "--config", help="YAML config file")
+_OVERRIDE = typer.Option([], "-c", help="config override key.path=value")
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.secho(f"error: {message}", err=True, fg="red")
+    return typer.Exit(code)
+
+
+def _open(db: Optional[Path], config: Optional[Path], override: List[str]):
+    from agent.audit import Audit
+    from agent.config import ConfigError, load_config
+    if db is None:
+        try:
+            db = load_config(config, override).audit_db
+        except ConfigError as e:
+            raise _fail(str(e))
+    if not Path(db).is_file():
+        raise _fail(f"no audit database at {db}; `aka optimize` creates it (or pass --db PATH)")
+    return Audit(db)
+
+
+def _view(audit, run: str):
+    from agent.audit import AuditError
+    from agent.audit_export import ExportError, load_run
+    try:
+        return load_run(audit, audit.resolve_run(run))
+    except (AuditError, ExportError) as e:
+        raise _fail(str(e))
+
+
+def _console():
+    """A terminal's own width; 160 columns when piped, so run ids and lessons stay on one line for grep."""
+    from rich.console import Console
+    c = Console()
+    return c if c.is_terminal else Console(width=160)
+
+
+def _fmt(v, spec=".3f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+@app.command("list")
+def list_runs(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
+    """List the recorded runs, oldest first."""
+    from rich.table import Table
+    from rich.text import Text
+
+    from agent.audit_export import load_run
+    with _open(db, config, override) as audit:
+        table = Table(title=f"runs in {audit.path}")
+        for col in ("run", "op", "set", "proposer", "started", "iterations", "accepted", "best", "end"):
+            table.add_column(col, no_wrap=col == "run")
+        for run_id in audit.run_ids():
+            v = load_run(audit, run_id)
+            recs = [r.body["record"] for r in v.of("iteration")]
+            scores = [a.get("score") for a in v.accepted() if a.get("score") is not None]
+            who = v.start["proposer"] + (f" ({v.start['model']})" if v.start.get("model") else "")
+            end = v.end["reason"] if v.end else "(running or killed)"
+            cells = (run_id, v.start["op"], v.start["shape_set"], who, v.of("run_start")[0].ts[:19],
+                     str(sum(1 for r in recs if not r["is_seed"])),
+                     str(sum(1 for r in recs if r["accepted"] and not r["is_seed"])),
+                     _fmt(max(scores) if scores else None), end)
+            table.add_row(*(Text(c) for c in cells))
+        _console().print(table)
+
+
+@app.command()
+def show(run: str = typer.Argument(..., help="run id, unique prefix, or `last`"),
+         db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
+    """One run: its plan, every iteration (verdict, score, what changed, lesson), dropouts, usage, end."""
+    from rich.table import Table
+    from rich.text import Text
+    console = _console()
+    with _open(db, config, override) as audit:
+        v = _view(audit, run)
+        s = v.start
+        hw = s.get("hardware") or {}
+        console.print(f"{v.run_id}: {s['op']} [{s['shape_set']}] shapes "
+                      f"{', '.join(x['id'] for x in s['shapes'])}; proposer {s['proposer']}"
+                      + (f" ({s['model']})" if s.get("model") else "")
+                      + f"; hardware {hw.get('name', hw)} ({hw.get('source', '?')}); target {s['target']}; "
+                      f"limits {s['limits']}", highlight=False, markup=False)
+        table = Table()
+        for col in ("#", "verdict", "stage", "score", "accepted", "changed", "lesson"):
+            table.add_column(col, overflow="fold")
+        for r in v.of("iteration"):
+            rec = r.body["record"]
+            cells = (str(rec["iteration"]), rec["verdict"], rec["failed_stage"] or "", _fmt(rec["score"]),
+                     "yes" if rec["accepted"] else "", rec["changed"], rec["lesson"])
+            table.add_row(*(Text(c) for c in cells))      # not markup: lessons quote code like x[rows]
+        console.print(table)
+        for d in v.of("dropout"):
+            console.print(f"dropout before iteration {d.body['iteration']}: masked {d.body['masked']} "
+                          f"(p={d.body['p']}, rng seed {d.body['rng_seed']}, protected {d.body['protected']})",
+                          markup=False)
+        tokens = sum((r.body.get("usage") or {}).get("prompt_tokens", 0) +
+                     (r.body.get("usage") or {}).get("completion_tokens", 0) for r in v.of("iteration"))
+        usd = sum((r.body.get("usage") or {}).get("usd", 0.0) for r in v.of("iteration"))
+        gpu = sum(float(r.body.get("gpu_s") or 0) for r in v.of("evaluation"))
+        console.print(f"usage: {tokens} tokens, ${usd:.2f}, {gpu / 60:.2f} GPU minutes, "
+                      f"{len(v.of('evaluation'))} evaluations, {len(v.of('resume'))} resumes")
+        if v.accepted():
+            final = v.final()
+            console.print(f"final kernel: iteration {final['iteration']}, sha256 {final['source_sha256'][:12]}, "
+                          f"score {_fmt(final.get('score'))}, {final.get('path', '')}", highlight=False, markup=False)
+        console.print(f"end: {v.end['reason'] if v.end else '(running, or killed before it ended)'}", markup=False)
+
+
+@app.command()
+def diff(run: str = typer.Argument(..., help="run id, unique prefix, or `last`"),
+         iteration: Optional[int] = typer.Argument(None, help="candidate of this iteration vs the incumbent it faced "
+                                                   "(default: seed vs final accepted)"),
+         db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
+    """Unified diff between two kernels of a run."""
+    from agent.audit_export import ExportError
+    with _open(db, config, override) as audit:
+        v = _view(audit, run)
+        try:
+            if iteration is None:
+                old = v.accepted()[0]
+                new = v.final()
+                a_sha, b_sha = old["source_sha256"], new["source_sha256"]
+                a_name, b_name = "seed", f"final (iteration {new['iteration']})"
+            else:
+                body = v.iteration(iteration)
+                if not body.get("source_sha256"):
+                    raise _fail(f"iteration {iteration} produced no candidate: {body['record']['lesson']}")
+                inc = v.incumbent_before(iteration) if iteration > 0 else v.accepted()[0]
+                a_sha, b_sha = inc["source_sha256"], body["source_sha256"]
+                a_name, b_name = f"incumbent (iteration {inc['iteration']})", f"candidate (iteration {iteration})"
+        except (ExportError, IndexError) as e:
+            raise _fail(str(e) or f"run {v.run_id} has no accepted kernel")
+        a, b = audit.source(a_sha), audit.source(b_sha)
+    text = "".join(difflib.unified_diff(a.splitlines(keepends=True), b.splitlines(keepends=True),
+                                        fromfile=f"{a_name} {a_sha[:12]}", tofile=f"{b_name} {b_sha[:12]}"))
+    typer.echo(text if text else f"no difference: both are {a_sha[:12]}")
+
+
+@app.command()
+def verify(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
+    """Check the whole trail: hash chain, sources, and the accepted kernel files on disk."""
+    with _open(db, config, override) as audit:
+        report = audit.verify()
+        typer.echo(str(report))
+        if not report.ok:
+            raise typer.Exit(1)
+        problems, missing = [], 0
+        for r in audit.records(kind="accepted"):
+            path = Path(r.body.get("path", ""))
+            if not path.is_file():
+                missing += 1
+                continue
+            if hashlib.sha256(path.read_bytes()).hexdigest() != r.body["source_sha256"]:
+                problems.append(f"{path} differs from the accepted kernel recorded in record #{r.seq}")
+        if missing:
+            typer.echo(f"note: {missing} accepted kernel file(s) are not on this disk (moved or another machine); "
+                       f"their sources are in the database")
+        for p in problems:
+            typer.secho(f"TAMPERED: {p}", fg="red")
+        if problems:
+            raise typer.Exit(1)
+
+
+@app.command()
+def export(run: str = typer.Argument(..., help="run id, unique prefix, or `last`"),
+           to: Path = typer.Option(..., "--to", help="folder to write the bundle into"),
+           db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
+    """Write an upstream-ready bundle: kernel, standalone test, performance table, tuned configs."""
+    from agent.audit_export import ExportError, export_run
+    with _open(db, config, override) as audit:
+        v = _view(audit, run)
+        try:
+            files = export_run(audit, v.run_id, to)
+        except ExportError as e:
+            raise _fail(str(e))
+    for f in files:
+        typer.echo(f"wrote {f}")

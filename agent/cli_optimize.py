@@ -1,0 +1,227 @@
+"""`aka optimize`: improve an operator's kernel unattended, recording everything in the audit trail.
+
+    aka optimize --op rms_norm --shape-set hot                       # offline search proposer
+    aka optimize --op fused_moe --model anthropic/claude-sonnet-4-5  # an LLM proposes
+    aka optimize --op rms_norm --proposer scripted --script a.py --script b.py
+    aka optimize --resume rms_norm-20261129-191700-ab12 --iterations 40
+
+Exit codes: 0 the run ended (budget, target or proposer done), 2 usage error, 128+N stopped by
+signal N (130 SIGINT, 143 SIGTERM) after recording the current iteration.
+Also runnable as `python -m agent.cli_optimize ...` (the kill/resume tests do).
+"""
+from __future__ import annotations
+
+import dataclasses
+import signal
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+PROPOSERS = ("llm", "search", "scripted")
+
+
+def _usage(message: str) -> typer.Exit:
+    typer.secho(f"error: {message}", err=True, fg="red")
+    return typer.Exit(2)
+
+
+def contract_for(spec, shapes) -> "OperatorContract":
+    """What a proposer is told of the operator: never a hold-out shape (they are drawn per evaluation)."""
+    from agent.types import OperatorContract
+    from benchmarks.scoring import normalize
+    weights = normalize({s.id: s.weight for s in shapes})
+    tolerances = {dt: dataclasses.asdict(t) for dt, t in spec.module.TOLERANCES.items()}
+    return OperatorContract(name=spec.name, signature=spec.signature, description=spec.description,
+                            arg_names=tuple(spec.arg_names), tolerances=tolerances,
+                            shapes=tuple({"id": s.id, "dims": s.dim, "dtype": s.dtype, "phase": s.phase,
+                                          "weight": round(weights[s.id], 4)} for s in shapes))
+
+
+class KnowledgeRetriever:
+    """The loop's Retriever backed by the knowledge base (agent.retrieval)."""
+
+    def __init__(self, kb, cfg):
+        self.kb, self.k = kb, cfg.knowledge
+
+    def snippets(self, contract, result, feedback):
+        from agent.retrieval import build_query, retrieve_for_prompt
+        diagnoses = [str(d) for d in (result.counters.get("diagnoses") or [])] if result is not None else []
+        query = build_query(contract.name, result.to_json() if result is not None else None, diagnoses, None)
+        return retrieve_for_prompt(self.kb, query, self.k.k, self.k.token_budget, self.k.hide_provenance)
+
+
+def _knowledge(cfg, say):
+    """(retriever for the loop, knowledge base or None). A missing or broken knowledge base costs a
+    warning, not the run."""
+    from agent.loop import NoRetrieval
+    if not cfg.knowledge.enabled:
+        return NoRetrieval(), None
+    try:
+        from agent.retrieval import NullRetriever, open_retriever
+        kb = open_retriever(cfg.kb_dir, enabled=True)
+    except Exception as e:   # its dependencies are missing, or the index is unreadable
+        say(f"knowledge retrieval unavailable ({type(e).__name__}: {e}); continuing without it "
+            f"(`aka kb build` creates the knowledge base; -c knowledge.enabled=false silences this)")
+        return NoRetrieval(), None
+    if isinstance(kb, NullRetriever):
+        return NoRetrieval(), None
+    return KnowledgeRetriever(kb, cfg), kb
+
+
+def _alternatives(kb, op: str, cfg) -> list[str]:
+    """Other kernels for the operator from the knowledge base, for the search proposer."""
+    if kb is None:
+        return []
+    try:
+        from agent.retrieval import alternatives
+        return [s.text for s in alternatives(kb, op, cfg.knowledge.hide_provenance)]
+    except Exception:
+        return []
+
+
+def _proposer(name: str, model: str | None, script: list[str], skip: int, cfg, seed: int, alternatives: list[str]):
+    if name == "scripted":
+        from agent.proposers.scripted import ScriptedProposer
+        if not script:
+            raise _usage("--proposer scripted needs candidate files: --script a.py --script b.py")
+        try:
+            return ScriptedProposer(script, skip=skip)
+        except FileNotFoundError as e:
+            raise _usage(str(e))
+    if name == "llm" and not model:
+        raise _usage("--proposer llm needs --model PROVIDER/MODEL, e.g. --model anthropic/claude-sonnet-4-5")
+    from agent.proposers import make_proposer
+    kwargs = {"cfg": cfg, "seed": seed}
+    if name == "llm":
+        kwargs["model"] = model
+    if name == "search":
+        kwargs["alternatives"] = alternatives
+    try:
+        return make_proposer(name, **kwargs)
+    except (KeyError, ValueError, ImportError) as e:
+        raise _usage(f"cannot build the {name} proposer: {e}")
+
+
+def optimize(
+    op: Optional[str] = typer.Option(None, "--op", help="operator name (aka ops lists them)"),
+    shape_set: str = typer.Option("hot", "--shape-set", help="hot | all | prefill | decode"),
+    shapes_file: Optional[Path] = typer.Option(None, "--shapes", help="a shapes YAML of your own (the format of "
+                                               "benchmarks/operators/<op>/shapes.yaml) instead of the operator's"),
+    model: Optional[str] = typer.Option(None, "--model", help="PROVIDER/MODEL for the llm proposer; "
+                                        "none: the offline search proposer"),
+    proposer: Optional[str] = typer.Option(None, "--proposer", help="llm | search | scripted "
+                                           "(default: llm with --model, else search)"),
+    script: List[Path] = typer.Option([], "--script", help="a candidate file for --proposer scripted; "
+                                      "repeat the option for several, replayed in order"),
+    iterations: Optional[int] = typer.Option(None, "--iterations", help="stop after this many proposals"),
+    minutes: Optional[float] = typer.Option(None, "--minutes", help="wall-clock budget"),
+    gpu_minutes: Optional[float] = typer.Option(None, "--gpu-minutes", help="summed GPU time of evaluations"),
+    tokens: Optional[int] = typer.Option(None, "--tokens", help="LLM tokens (prompt + completion)"),
+    usd: Optional[float] = typer.Option(None, "--usd", help="LLM spend in USD"),
+    seed_kernel: Optional[Path] = typer.Option(None, "--seed-kernel", help="starting kernel (default: the "
+                                               "operator's seed.py)"),
+    target: Optional[float] = typer.Option(None, "--target", help="stop once S_i reaches this (default 0.95)"),
+    resume: Optional[str] = typer.Option(None, "--resume", help="continue a recorded run (id or unique prefix)"),
+    hardware: Optional[str] = typer.Option(None, "--hardware", help="profile in configs/hardware (default: auto)"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
+    override: List[str] = typer.Option([], "-c", help="config override key.path=value"),
+    no_dropout: bool = typer.Option(False, "--no-dropout", help="turn optimization dropout off"),
+    rng_seed: int = typer.Option(0, "--seed", help="seed for dropout and the proposers' randomness"),
+):
+    """Improve an operator's Triton kernel: measure, propose, check, accept only real gains, repeat."""
+    from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
+    interpreter = use_interpreter_if_no_gpu()    # before anything imports triton
+
+    from agent.audit import Audit, AuditError, new_run_id
+    from agent.budget import BudgetLimits
+    from agent.loop import Loop, RunPlan
+    from agent.progress import Progress
+    from benchmarks.registry import UnknownOperator, load_operator, load_shapes
+    from benchmarks.spec import select_shapes
+
+    try:
+        cfg = load_config(config, override)
+    except ConfigError as e:
+        raise _usage(str(e))
+    if no_dropout:
+        cfg = dataclasses.replace(cfg, dropout=dataclasses.replace(cfg.dropout, enabled=False))
+    if proposer is not None and proposer not in PROPOSERS:
+        raise _usage(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSERS)}")
+    try:
+        limits = BudgetLimits(iterations, minutes, gpu_minutes, tokens, usd)
+    except ValueError as e:
+        raise _usage(str(e))
+    progress = Progress()
+    if interpreter:
+        from agent.report import INTERPRETER_NOTE
+        progress.message(f"note: {INTERPRETER_NOTE}; acceptance falls back to correctness only "
+                         f"(agent/acceptance.py)")
+    if cfg.acceptance.repeats < 3:
+        progress.message(f"warning: acceptance.repeats={cfg.acceptance.repeats}; fewer than 3 A/B pairs "
+                         f"cannot tell a gain from noise well (agent/acceptance.py)")
+    from agent.cli import resolve_hardware
+    audit = Audit(cfg.audit_db)
+    try:
+        if resume:
+            try:
+                run_id = audit.resolve_run(resume)
+            except AuditError as e:
+                raise _usage(str(e))
+            body = audit.records(run_id, "run_start")[0].body
+            if op and op != body["op"]:
+                raise _usage(f"run {run_id} optimizes {body['op']}, not {op}; drop --op when resuming")
+            hw_name = body["hardware"]["name"] if isinstance(body["hardware"], dict) else hardware
+            hw, _ = resolve_hardware(cfg, hardware or hw_name)
+            old = RunPlan.from_json(body, hw, audit.source(body["seed_source_sha256"]))
+            plan = dataclasses.replace(old, limits=old.limits.merged(limits),
+                                       target=old.target if target is None else target,
+                                       dropout=old.dropout and not no_dropout)
+            skip = sum(1 for r in audit.records(run_id, "iteration") if not r.body["record"]["is_seed"])
+            name = proposer or plan.proposer
+            scripts = [str(p) for p in script] or list(body.get("script", []))
+        else:
+            if not op:
+                raise _usage("--op is required (aka ops lists the operators), or --resume RUN_ID")
+            try:
+                spec = load_operator(op)
+                shapes = select_shapes(load_shapes(shapes_file), shape_set) if shapes_file else spec.select(shape_set)
+            except (UnknownOperator, ValueError, OSError, KeyError) as e:
+                raise _usage(str(e))
+            if not shapes:
+                raise _usage(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
+            seed_path = Path(seed_kernel) if seed_kernel else Path(spec.seed_path)
+            if not seed_path.is_file():
+                raise _usage(f"seed kernel {seed_path} does not exist")
+            hw, _ = resolve_hardware(cfg, hardware)
+            name = proposer or ("llm" if model else "search")
+            scripts, skip = [str(p) for p in script], 0
+            plan = RunPlan(op=op, shape_set=shape_set, shapes=shapes, hardware=hw, seed_source=seed_path.read_text(),
+                           seed_path=str(seed_path), target=0.95 if target is None else target,
+                           limits=limits.with_default(), proposer=name, model=model, rng_seed=rng_seed,
+                           dropout=not no_dropout, script=tuple(scripts))
+            run_id = new_run_id(op)
+        spec = load_operator(plan.op)
+        retriever, kb = _knowledge(cfg, progress.message)
+        prop = _proposer(name, plan.model, scripts, skip, cfg, plan.rng_seed, _alternatives(kb, plan.op, cfg))
+        from sandbox import evaluate
+        loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=evaluate,
+                    retriever=retriever, progress=progress)
+        progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
+                         + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
+        outcome = loop.run(resume=bool(resume))
+    finally:
+        audit.close()
+    if loop.stop_signal is not None:
+        raise typer.Exit(128 + int(loop.stop_signal))
+    return outcome
+
+
+def main() -> None:
+    typer.run(optimize)
+
+
+if __name__ == "__main__":
+    # Default SIGINT handling until the loop installs its own (a Ctrl-C during imports just exits).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    main()

@@ -1,0 +1,392 @@
+"""The measure-revise loop.
+
+    evaluate the seed -> [ feedback -> retrieve -> propose -> evaluate -> accept or reject -> record ]*
+
+until a budget, the target, the proposer's end or a signal stops it. Every step lands in the audit
+trail before the loop moves on; an accepted kernel is written to runs/RUN_ID/ (atomically) and
+into the database before the next proposal, so a kill at any point loses no accepted kernel and
+`--resume RUN_ID` continues from the records (agent.memory.restore rebuilds the state).
+
+Acceptance: agent/acceptance.py (interleaved A/B, noise-aware; a correctness-only stand-in when
+there is no timing). Memory and optimization dropout: agent/memory.py. Budgets: agent/budget.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import signal
+import statistics
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, correctness_only_decision,
+                              measure_ab, median_attainment, run_score)
+from agent.audit import Audit, atomic_write, sha256_text
+from agent.budget import BudgetLimits, BudgetUsed, exhausted
+from agent.memory import Memory, RunState, lesson, redact_holdout, restore, visible_per_shape
+from agent.progress import Progress, Status, summary_rows, summary_table
+from agent.types import IterationRecord, OperatorContract, Proposal, ProposalContext, Snippet
+from sandbox.verdict import EvalResult
+
+Evaluator = Callable[[Any], EvalResult]          # sandbox.EvalRequest -> EvalResult
+Scorer = Callable[[EvalResult], "float | None"]
+FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
+
+
+class Retriever(Protocol):
+    def snippets(self, contract: OperatorContract, result: EvalResult | None, feedback: str) -> tuple[Snippet, ...]: ...
+
+
+class NoRetrieval:
+    """Retrieval off (the default in tests, and when the knowledge base is unavailable)."""
+
+    def snippets(self, contract, result, feedback) -> tuple[Snippet, ...]:
+        return ()
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run is; recorded in its run_start record and read back on --resume."""
+
+    op: str
+    shape_set: str
+    shapes: tuple                       # benchmarks.spec.Shape, the run's (visible) shapes
+    hardware: Any                       # benchmarks.hardware.Hardware the scores use
+    seed_source: str
+    seed_path: str = ""
+    target: float = 0.95
+    limits: BudgetLimits = BudgetLimits()
+    proposer: str = "search"
+    model: str | None = None
+    rng_seed: int = 0
+    dropout: bool = True
+    baselines: tuple[str, ...] = ("eager", "compile")   # timed once on a GPU for the export's table
+    script: tuple[str, ...] = ()                        # the scripted proposer's files, for --resume
+
+    def to_json(self) -> dict:
+        hw = self.hardware
+        return {"op": self.op, "shape_set": self.shape_set, "target": self.target, "proposer": self.proposer,
+                "model": self.model, "rng_seed": self.rng_seed, "dropout": self.dropout, "seed_path": self.seed_path,
+                "baselines": list(self.baselines), "script": list(self.script), "limits": self.limits.to_json(),
+                "hardware": dataclasses.asdict(hw) if dataclasses.is_dataclass(hw) else str(hw),
+                # dims as [name, value] pairs: canonical JSON sorts object keys, lists keep the order
+                "shapes": [{"id": s.id, "dims": [list(d) for d in s.dims], "dtype": s.dtype, "phase": s.phase, "source": s.source,
+                            "weight": s.weight, "hot": s.hot} for s in self.shapes]}
+
+    @staticmethod
+    def from_json(d: dict, hardware: Any, seed_source: str) -> "RunPlan":
+        """The plan of a recorded run (for --resume); `hardware` is resolved again by the caller."""
+        from benchmarks.spec import Shape
+        shapes = tuple(Shape.make(**{**s, "dims": dict(s["dims"])}) for s in d["shapes"])
+        return RunPlan(op=d["op"], shape_set=d["shape_set"], shapes=shapes, hardware=hardware,
+                       seed_source=seed_source, seed_path=d.get("seed_path", ""), target=float(d["target"]),
+                       limits=BudgetLimits(**d["limits"]), proposer=d["proposer"], model=d.get("model"),
+                       rng_seed=int(d["rng_seed"]), dropout=bool(d["dropout"]), baselines=tuple(d.get("baselines", ())),
+                       script=tuple(d.get("script", ())))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    run_id: str
+    reason: str
+    iterations: int
+    incumbent_sha256: str
+    incumbent_path: str
+    score: float | None
+    s_i: float | None
+    rows: list
+    interpreter: bool
+
+
+class Loop:
+    def __init__(self, plan: RunPlan, cfg, proposer, audit: Audit, contract: OperatorContract, run_id: str, *,
+                 evaluate: Evaluator, score: Scorer = run_score, feedback: FeedbackBuilder | None = None,
+                 retriever: Retriever | None = None, progress: Progress | None = None):
+        self.plan, self.cfg, self.proposer, self.audit, self.contract = plan, cfg, proposer, audit, contract
+        self.run_id, self.evaluate, self.score = run_id, evaluate, score
+        self.feedback = feedback or _default_feedback
+        self.retriever = retriever or NoRetrieval()
+        self.progress = progress or Progress()
+        self.run_dir = cfg.home_dir / "runs" / run_id
+        self.st = RunState(memory=Memory())
+        self.stop_signal: int | None = None
+        self.final_proposal = False
+        self.last_lesson = ""
+
+    # ---- the loop ------------------------------------------------------------------------
+    def run(self, resume: bool = False) -> Outcome:
+        with self._signals(), self.progress:
+            try:
+                self._resume() if resume else self._start()
+                while (reason := self._stop_reason()) is None:
+                    self.step()
+            except KeyboardInterrupt:
+                self._end("interrupted (second Ctrl-C) during an iteration; it was not recorded")
+                raise
+            return self._end(reason)
+
+    def step(self) -> None:
+        it, st = self.st.iteration, self.st
+        ctx = self._context(it)
+        self._show(it, "proposing")
+        proposal = self._propose(ctx)
+        st.used = st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
+        self.final_proposal = bool(proposal.meta.get("final"))
+        if proposal.source is None:
+            why = lesson(None, accepted=False, error=proposal.error or "the proposer returned no source")
+            rec = IterationRecord(it, "", proposal.changed or "(no candidate)", proposal.why, "error", "proposer",
+                                  None, {}, why)
+            result = EvalResult(op=self.plan.op, reasons=[why])
+            return self._commit(rec, proposal, result, Decision(False, "proposer", why), evaluated=False)
+        sha = self.audit.put_source(proposal.source)
+        earlier = st.seen.get(sha)
+        if sha == st.incumbent_sha or earlier is not None:
+            what = "the incumbent" if sha == st.incumbent_sha else f"iteration #{earlier.iteration} ({earlier.lesson})"
+            why = f"duplicate of {what}; not re-evaluated"
+            rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, why)
+            return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[why]),
+                                Decision(False, "duplicate", why), sha, evaluated=False)
+        self._show(it, "evaluating")
+        result, _ = self._evaluate(proposal.source, sha, "candidate", it, full=True)
+        decision = self._decide(result, proposal.source, sha, it)
+        measured = [x for x in decision.candidate if math.isfinite(x)]
+        score = statistics.median(measured) if measured else self.score(result)
+        verdict, stage = ("accepted", None) if decision.accept else (
+            ("rejected", "acceptance") if result.accepted else ("rejected", result.failed_stage or "sandbox"))
+        rec = IterationRecord(it, sha, proposal.changed, proposal.why, verdict, stage, score,
+                              visible_per_shape(result), lesson(result, accepted=decision.accept,
+                                                                decision=decision.reason),
+                              accepted=decision.accept)
+        self._commit(rec, proposal, result, decision, sha, source=proposal.source)
+        if decision.accept:
+            st.incumbent_source, st.incumbent_sha, st.incumbent_result, st.incumbent_score = (
+                proposal.source, sha, result, score)
+
+    # ---- parts ---------------------------------------------------------------------------
+    def _context(self, it: int) -> ProposalContext:
+        st, d = self.st, self.cfg.dropout
+        fresh = self.plan.dropout and d.enabled and st.stall >= d.patience
+        if fresh:
+            ev = st.memory.dropout(it, d.p, (self.plan.rng_seed * 1_000_003 + it) % 2**32)
+            self.audit.append(self.run_id, "dropout", {**dataclasses.asdict(ev), "patience": d.patience,
+                                                       "stalled_iterations": st.stall})
+            st.stall = 0
+        basis = st.incumbent_result if fresh or st.last_result is None else st.last_result
+        # Hidden rows stay (feedback reports them as counts); text that names their dims does not.
+        shown = redact_holdout(basis, keep_hidden_rows=True) if basis is not None else None
+        diagnoses = [str(x) for x in (shown.counters.get("diagnoses") or [])] if shown is not None else []
+        text = self.feedback(self.contract, shown, diagnoses)
+        if fresh:
+            text = f"{text}\n\n{st.memory.summary()}"
+        try:
+            snippets = tuple(self.retriever.snippets(self.contract, shown, text))
+        except Exception as e:   # retrieval is an aid, never a reason to stop the run
+            self.progress.message(f"retrieval failed ({type(e).__name__}: {e}); continuing without snippets")
+            snippets = ()
+        inc = redact_holdout(st.incumbent_result).to_json() if st.incumbent_result is not None else None
+        return ProposalContext(self.contract, st.incumbent_source, st.incumbent_score, text, inc, snippets,
+                               st.memory.visible(), it, self.plan.rng_seed + it)
+
+    def _propose(self, ctx: ProposalContext) -> Proposal:
+        try:
+            return self.proposer.propose(ctx)
+        except Exception as e:   # an LLM outage or a proposer bug is recorded; the loop goes on
+            return Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")
+
+    def _request(self, source: str, full: bool, baseline: str | None = None):
+        from sandbox import EvalRequest
+        s = self.cfg.sandbox
+        return EvalRequest(op=self.plan.op, source=source, shapes=tuple(self.plan.shapes), hardware=self.plan.hardware,
+                           trials=s.trials, holdout=s.holdout and full, timing=True, correctness=full,
+                           dsl_threshold=s.dsl_threshold, counters=s.counters and full, counter_shapes=s.counter_shapes,
+                           timeout_s=s.timeout_s, require_features=s.require_features, baseline=baseline,
+                           network_namespace=s.network_namespace, gpu_memory_fraction=s.gpu_memory_fraction)
+
+    def _evaluate(self, source: str, sha: str, role: str, it: int, full: bool, repeat: int = 0,
+                  baseline: str | None = None) -> tuple[EvalResult, int]:
+        t0 = time.monotonic()
+        try:   # no seed: the sandbox draws fresh inputs and hidden shapes every time, and records neither
+            result = self.evaluate(self._request(source, full, baseline))
+        except Exception as e:   # a harness bug: recorded as a failed evaluation, the loop goes on
+            result = EvalResult(op=self.plan.op, reasons=[f"sandbox raised {type(e).__name__}: {e}"],
+                                flags=["harness error"], interpreter=self.st.interpreter)
+        wall = time.monotonic() - t0
+        gpu = 0.0 if result.interpreter else wall
+        self.st.used = self.st.used.plus(gpu_s=gpu)
+        rec = self.audit.append(self.run_id, "evaluation", {
+            "iteration": it, "role": role, "repeat": repeat, "source_sha256": sha or None, "baseline": baseline,
+            "result": result.to_json(), "gpu_s": gpu, "wall_s": wall, "session": self.st.session})
+        return result, rec.seq
+
+    def _decide(self, result: EvalResult, source: str, sha: str, it: int) -> Decision:
+        st = self.st
+        if not result.accepted:
+            return Decision(False, RULE_GATE, f"rejected at {result.failed_stage or 'sandbox'}")
+        if st.incumbent_result is None or not st.incumbent_result.accepted:
+            return Decision(True, RULE_INCUMBENT_FAILED, "the incumbent fails its own gates; a correct candidate "
+                                                         "replaces it")
+        if self.score(result) is None or st.incumbent_score is None:
+            return correctness_only_decision(sha, st.incumbent_sha)
+        if self.stop_signal is not None:
+            return Decision(False, "interrupted", "stop requested before the A/B re-measurement; kept the incumbent")
+        repeats = max(1, self.cfg.acceptance.repeats)
+        self._show(it, f"A/B x{repeats}")
+        inc_source, inc_sha = st.incumbent_source, st.incumbent_sha
+        a, c, _ = measure_ab(lambda k: self._evaluate(inc_source, inc_sha, "ab_incumbent", it, False, k + 1)[0],
+                             lambda k: self._evaluate(source, sha, "ab_candidate", it, False, k + 1)[0],
+                             self.score, repeats)
+        return ab_decision(a, c, self.cfg.acceptance.min_gain)
+
+    def _commit(self, rec: IterationRecord, proposal: Proposal, result: EvalResult, decision: Decision,
+                sha: str = "", source: str | None = None, evaluated: bool = True) -> None:
+        """Record the iteration; for an accepted kernel, first write it to disk, then both records in one
+        transaction -- the DB never names an accepted kernel that is not on disk."""
+        st = self.st
+        st.used = self._tick().plus(iterations=1)
+        items = []
+        if decision.accept:
+            path = self._write_kernel(rec.iteration, sha, source)
+            items.append((self.run_id, "accepted", {"iteration": rec.iteration, "source_sha256": sha,
+                                                    "path": str(path), "score": rec.score, "seed": False}))
+        items.append((self.run_id, "iteration", {
+            "record": dataclasses.asdict(rec), "source_sha256": sha or None, "usage": dataclasses.asdict(proposal.usage),
+            "proposal": {"changed": proposal.changed, "why": proposal.why, "error": proposal.error,
+                         "meta": proposal.meta},
+            "decision": decision.to_json(), "used": st.used.to_json(), "session": st.session}))
+        self.audit.append_many(items)
+        st.memory.add(rec)
+        if sha and not decision.accept:
+            st.seen[sha] = rec
+        st.stall = 0 if decision.accept else st.stall + 1
+        st.last_result = result if result.shapes or result.reasons else st.last_result
+        st.iteration = rec.iteration + 1
+        st.best = rec.score if decision.accept and rec.score is not None else st.best
+        try:
+            self.proposer.observe(proposal, result if evaluated else None, decision.accept)
+        except Exception as e:
+            self.progress.message(f"proposer.observe raised {type(e).__name__}: {e}; ignored")
+        self.last_lesson = f"#{rec.iteration} {rec.lesson}"
+        changed = rec.changed if len(rec.changed) <= 60 else rec.changed[:57] + "..."
+        self.progress.update(Status(self.run_id, self.plan.op, rec.iteration, st.best, changed, rec.lesson,
+                                    st.used.line(self.plan.limits)), final=True)
+
+    def _write_kernel(self, iteration: int, sha: str, source: str) -> Any:
+        path = self.run_dir / "accepted" / f"{iteration:04d}-{sha[:12]}.py"
+        atomic_write(path, source)
+        atomic_write(self.run_dir / "best.py", source)
+        return path
+
+    # ---- start, resume, stop -------------------------------------------------------------
+    def _start(self) -> None:
+        from benchmarks.registry import OPERATORS_DIR
+        sha = self.audit.put_source(self.plan.seed_source)   # blobs first: a record never names a missing one
+        # The operator file as it was: the export's test checks the kernel against this very reference.
+        op_sha = self.audit.put_source((OPERATORS_DIR / self.plan.op / "operator.py").read_text())
+        self.audit.append(self.run_id, "run_start", {**self.plan.to_json(), "config": _config_json(self.cfg),
+                                                     "seed_source_sha256": sha, "operator_sha256": op_sha})
+        self._evaluate_seed()
+
+    def _evaluate_seed(self) -> None:
+        st, sha = self.st, self.audit.put_source(self.plan.seed_source)
+        self._show(0, "evaluating the seed")
+        result, _ = self._evaluate(self.plan.seed_source, sha, "seed", 0, full=True)
+        st.interpreter = result.interpreter
+        score = self.score(result)
+        rec = IterationRecord(0, sha, "seed kernel", self.plan.seed_path, "accepted" if result.accepted else "rejected",
+                              result.failed_stage, score, visible_per_shape(result),
+                              lesson(result, accepted=result.accepted, decision="the seed"), is_seed=True,
+                              accepted=result.accepted)
+        path = self._write_kernel(0, sha, self.plan.seed_source)
+        self.audit.append_many([
+            (self.run_id, "accepted", {"iteration": 0, "source_sha256": sha, "path": str(path), "score": score,
+                                       "seed": True, "passed": result.accepted}),
+            (self.run_id, "iteration", {"record": dataclasses.asdict(rec), "source_sha256": sha, "usage": None,
+                                        "decision": None, "used": st.used.to_json(), "session": st.session})])
+        st.memory.add(rec)
+        st.incumbent_source, st.incumbent_sha, st.incumbent_result, st.incumbent_score = (
+            self.plan.seed_source, sha, result, score)
+        st.seed_result, st.best, st.iteration = result, score, 1
+        if not result.interpreter:
+            for b in self.plan.baselines:
+                self._show(0, f"timing baseline {b}")
+                self._evaluate("", "", f"baseline:{b}", 0, full=False, baseline=b)
+
+    def _resume(self) -> None:
+        self.st = restore(self.audit, self.run_id)
+        self.audit.append(self.run_id, "resume", {"session": self.st.session, "next_iteration": self.st.iteration,
+                                                  "used": self.st.used.to_json(),
+                                                  "limits": self.plan.limits.to_json()})
+        self.progress.message(f"resuming {self.run_id} at iteration {self.st.iteration} "
+                              f"({self.st.used.line(self.plan.limits)})")
+        if not self.st.incumbent_sha:   # killed before the seed's verdict was recorded
+            self._evaluate_seed()
+
+    def _tick(self) -> BudgetUsed:
+        now = time.monotonic()
+        self.st.used = self.st.used.plus(wall_s=now - self.st.clock)
+        self.st.clock = now
+        return self.st.used
+
+    def _stop_reason(self) -> str | None:
+        if self.stop_signal is not None:
+            return f"stopped by {signal.Signals(self.stop_signal).name} after recording iteration {self.st.iteration - 1}"
+        s_i = median_attainment(self.st.incumbent_result)
+        if s_i is not None and s_i >= self.plan.target:
+            return f"target reached: S_i {s_i:.3f} >= {self.plan.target:g}"
+        if self.final_proposal:
+            return f"the {self.proposer.name} proposer has nothing more to propose"
+        return exhausted(self.plan.limits, self._tick())
+
+    def _end(self, reason: str) -> Outcome:
+        st = self.st
+        used = self._tick()
+        s_i = median_attainment(st.incumbent_result)
+        self.audit.append(self.run_id, "run_end", {"reason": reason, "used": used.to_json(), "score": st.incumbent_score,
+                                                   "s_i": s_i, "incumbent_sha256": st.incumbent_sha or None,
+                                                   "session": st.session})
+        rows = summary_rows(st.seed_result, st.incumbent_result)
+        title = f"{self.plan.op} [{self.plan.shape_set}] {self.run_id}: seed vs final"
+        if st.interpreter:
+            title += " (interpreter: timings are not scores)"
+        if rows:
+            self.progress.console.print(summary_table(rows, title))
+        self.progress.message(f"stopped: {reason}. Kernel: {self.run_dir / 'best.py'}")
+        return Outcome(self.run_id, reason, st.iteration - 1, st.incumbent_sha, str(self.run_dir / "best.py"),
+                       st.incumbent_score, s_i, rows, st.interpreter)
+
+    def _show(self, it: int, phase: str) -> None:
+        st = self.st
+        self.progress.update(Status(self.run_id, self.plan.op, it, st.best, "", self.last_lesson,
+                                    st.used.line(self.plan.limits), phase))
+
+    @contextmanager
+    def _signals(self):
+        """SIGINT/SIGTERM: finish and record the current iteration, then stop. A second SIGINT aborts."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame):
+            if self.stop_signal is not None and signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.stop_signal = signum
+            self.progress.message(f"{signal.Signals(signum).name}: stopping after this iteration is recorded")
+        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+def _default_feedback(contract, result, diagnoses) -> str:
+    from agent.feedback import build_feedback
+    return build_feedback(contract, result, diagnoses)
+
+
+def _config_json(cfg) -> dict:
+    from agent.config import as_dict
+    return as_dict(cfg)
