@@ -21,11 +21,12 @@ the medians say. The chance that a kernel no better than the incumbent wins all 
 most 2^-n (1/8 at the default 3; raise `acceptance.repeats` for a stricter test). With repeats = 1
 the spread is 0 and the rule reduces to "strictly higher"; the loop warns when repeats < 3.
 
-Interpreter runs (no GPU) have no timing and so no comparable score. There the stand-in rule is
-deterministic and stated in every record: a candidate that passes every gate (lint, compile,
-correctness on visible and hidden shapes) replaces the incumbent iff its source differs from the
-incumbent's; the run is flagged "no timing" and its scores are left empty. A test (or a caller) that
-supplies its own score function gets the A/B rule above instead.
+Interpreter runs (no GPU) have no timing and so no comparable score. By default nothing is accepted
+there: a candidate that passes every gate (lint, compile, correctness on visible and hidden shapes) is
+recorded as correct but untimed, and the incumbent stays, because no measurement shows it is faster.
+`acceptance.untimed=accept-correct` (tests, demos of the loop) accepts a changed correct candidate
+instead, and every such record says so. A test (or a caller) that supplies its own score function
+gets the A/B rule above.
 """
 from __future__ import annotations
 
@@ -133,9 +134,12 @@ def measure_ab(measure_incumbent: Callable[[int], EvalResult], measure_candidate
     return a, c, results
 
 
-def correctness_only_decision(candidate_sha: str, incumbent_sha: str) -> Decision:
-    """The interpreter stand-in (module docstring): gates passed; accept iff the source changed."""
+def correctness_only_decision(candidate_sha: str, incumbent_sha: str, accept_correct: bool = False) -> Decision:
+    """No timing (interpreter): a correct candidate is recorded, not accepted unless `accept_correct`."""
     if candidate_sha == incumbent_sha:
         return Decision(False, RULE_INTERPRETER, "identical to the incumbent (no timing: scores not comparable)")
-    return Decision(True, RULE_INTERPRETER, "passed every gate; no timing under the interpreter, so accepted on "
-                                            "correctness alone (scores not comparable)")
+    if accept_correct:
+        return Decision(True, RULE_INTERPRETER, "passed every gate; untimed (interpreter), accepted on correctness "
+                                                "alone because acceptance.untimed=accept-correct")
+    return Decision(False, RULE_INTERPRETER, "passed every gate, but the interpreter does not time kernels: nothing "
+                                             "shows it beats the incumbent, which stays (run on a GPU to compare)")

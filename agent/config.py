@@ -78,6 +78,9 @@ class AcceptanceConfig:
     """Interleaved A/B re-measurements of incumbent and candidate, each in a fresh process."""
     min_gain: float = 0.0
     """Extra margin on top of the measured noise a candidate must clear."""
+    untimed: str = "keep-incumbent"
+    """Without timing (the interpreter): "keep-incumbent" (nothing can be shown faster) or "accept-correct"
+    (a changed candidate that passes every gate replaces the incumbent; for tests and demos of the loop)."""
 
 
 @dataclass(frozen=True)
@@ -214,6 +217,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     cfg = _build(Config, data)
     if cfg.ceilings not in ("calibrated", "datasheet"):
         raise ConfigError(f"ceilings={cfg.ceilings!r}; choose calibrated or datasheet")
+    if cfg.acceptance.untimed not in ("keep-incumbent", "accept-correct"):
+        raise ConfigError(f"acceptance.untimed={cfg.acceptance.untimed!r}; choose keep-incumbent or accept-correct")
     if not 0.0 <= cfg.dropout.p < 1.0:
         raise ConfigError(f"dropout.p={cfg.dropout.p} must be in [0, 1)")
     return cfg

@@ -229,7 +229,8 @@ class Loop:
             return Decision(True, RULE_INCUMBENT_FAILED, "the incumbent fails its own gates; a correct candidate "
                                                          "replaces it")
         if self.score(result) is None or st.incumbent_score is None:
-            return correctness_only_decision(sha, st.incumbent_sha)
+            return correctness_only_decision(sha, st.incumbent_sha,
+                                             accept_correct=self.cfg.acceptance.untimed == "accept-correct")
         if self.stop_signal is not None:
             return Decision(False, "interrupted", "stop requested before the A/B re-measurement; kept the incumbent")
         repeats = max(1, self.cfg.acceptance.repeats)

@@ -69,10 +69,13 @@ def test_unequal_sample_counts_are_a_usage_error():
         ab_decision([0.5, 0.5], [0.6])
 
 
-def test_interpreter_stand_in_accepts_only_a_changed_source():
-    assert correctness_only_decision("a" * 64, "b" * 64).accept
+def test_without_timing_a_correct_candidate_is_never_accepted():
+    d = correctness_only_decision("a" * 64, "b" * 64)
+    assert not d.accept and d.rule == RULE_INTERPRETER and "GPU" in d.reason
     d = correctness_only_decision("a" * 64, "a" * 64)
     assert not d.accept and d.rule == RULE_INTERPRETER
+    assert correctness_only_decision("a" * 64, "b" * 64, accept_correct=True).accept
+    assert not correctness_only_decision("a" * 64, "a" * 64, accept_correct=True).accept
 
 
 def _result(score: float | None, ok: bool = True) -> EvalResult:

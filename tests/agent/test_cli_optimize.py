@@ -67,8 +67,10 @@ def test_usage_errors_exit_2_with_a_fix(tmp_path):
 def test_optimize_then_review_and_export(tmp_path, cands):
     app, home = make_app(), tmp_path / "home"
     c = ["-c", f"home={home}", "-c", "knowledge.enabled=false", "-c", "sandbox.trials=1"]
+    # No timing here: accept-correct lets the run follow a changed correct kernel, so the review has one.
     r = invoke(app, "optimize", "--op", "rms_norm", "--shapes", str(tiny_shapes(tmp_path)), "--proposer",
-               "scripted", "--script", str(cands["faster.py"]), "--script", str(cands["wrong.py"]), *c)
+               "scripted", "--script", str(cands["faster.py"]), "--script", str(cands["wrong.py"]), *c,
+               "-c", "acceptance.untimed=accept-correct")
     assert r.exit_code == 0, r.output
     out = r.output
     assert "rms_norm #1" in out and "rms_norm #2" in out                # one plain line per iteration

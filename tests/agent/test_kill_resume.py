@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def candidates(folder: Path, n: int) -> list[Path]:
-    """n correct candidates that differ from each other and from the seed (the interpreter accepts a
-    changed correct kernel), with a wrong one every third, so there are rejections too."""
+    """n correct candidates that differ from each other and from the seed (acceptance.untimed=accept-correct
+    accepts a changed correct kernel under the interpreter), with a wrong one every third, so there are rejections too."""
     from test_loop import make_candidates, seed_source
     wrong = make_candidates(folder)["wrong.py"].read_text()
     src = seed_source()
@@ -38,7 +38,8 @@ def start(home: Path, args: list[str]) -> subprocess.Popen:
     from test_cli_optimize import tiny_shapes
     env = dict(os.environ, TRITON_INTERPRET="1", AKA_HOME=str(home))
     cmd = [sys.executable, "-m", "agent.cli_optimize", *args, "-c", f"home={home}", "-c", "knowledge.enabled=false",
-           "-c", "sandbox.trials=1", "-c", "sandbox.holdout=false"]
+           "-c", "sandbox.trials=1", "-c", "sandbox.holdout=false",
+           "-c", "acceptance.untimed=accept-correct"]
     if "--resume" not in args:
         cmd[3:3] = ["--op", "rms_norm", "--shapes", str(tiny_shapes(home.parent)), "--proposer", "scripted"]
     log = open(home.parent / f"log-{time.monotonic_ns()}.txt", "w")

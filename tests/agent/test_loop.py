@@ -127,9 +127,12 @@ class RecordingProposer:
 
 
 def config(tmp_path, *extra, holdout=False):
-    """Hold-out shapes cost about 6 s an evaluation under the interpreter: only the tests about them keep them."""
+    """Hold-out shapes cost about 6 s an evaluation under the interpreter: only the tests about them keep them.
+    acceptance.untimed=accept-correct: without a scorer, a changed correct candidate is accepted, so these
+    tests can follow the incumbent (test_untimed_candidates_keep_the_incumbent_by_default checks the default)."""
     return load_config(None, [f"home={tmp_path / 'home'}", "acceptance.repeats=1", "knowledge.enabled=false",
-                              "sandbox.trials=1", f"sandbox.holdout={str(holdout).lower()}", *extra])
+                              "sandbox.trials=1", f"sandbox.holdout={str(holdout).lower()}",
+                              "acceptance.untimed=accept-correct", *extra])
 
 
 def plan(**kw) -> RunPlan:
@@ -232,7 +235,7 @@ def test_dropout_masks_records_from_the_proposer_by_construction(tmp_path):
     proposer = RecordingProposer(steps)
     cfg = config(tmp_path, "dropout.patience=3", "dropout.p=0.5")
     loop, audit = make_loop(tmp_path, proposer, cfg=cfg, limits=BudgetLimits(iterations=11))
-    loop.run()    # interpreter, no scorer: the faster candidate is accepted on correctness alone
+    loop.run()    # interpreter, no scorer: accept-correct accepts the faster candidate on correctness alone
 
     drops = [r.body for r in audit.records("run-1", "dropout")]
     assert [d["iteration"] for d in drops] == [7, 10]    # 3 stalls after the acceptance at 3, then 3 more
@@ -284,6 +287,21 @@ def test_target_reached_stops_the_run(tmp_path):
     assert out.reason == "target reached: S_i 0.375 >= 0.3"
     assert proposer.contexts == [] and out.iterations == 0
     assert audit.records("run-1", "run_end")[0].body["s_i"] == pytest.approx(0.375)
+
+
+def test_untimed_candidates_keep_the_incumbent_by_default(tmp_path):
+    """Under the interpreter nothing is timed: by default a correct candidate is recorded, not accepted."""
+    c = make_candidates(tmp_path / "cands")
+    proposer = RecordingProposer([str(c["faster.py"])])
+    cfg = load_config(None, [f"home={tmp_path / 'home'}", "knowledge.enabled=false", "sandbox.trials=1",
+                             "sandbox.holdout=false"])
+    loop, audit = make_loop(tmp_path, proposer, cfg=cfg)
+    out = loop.run()
+    recs = [b["record"] for b in iteration_bodies(audit)]
+    assert recs[1]["verdict"] == "rejected" and recs[1]["failed_stage"] == "acceptance"
+    assert "interpreter" in recs[1]["lesson"] or "GPU" in recs[1]["lesson"]
+    assert out.incumbent_sha256 == recs[0]["candidate_hash"]             # still the seed
+    assert [b["iteration"] for b in (r.body for r in audit.records("run-1", "accepted"))] == [0]
 
 
 def test_failures_are_recorded_and_the_loop_goes_on(tmp_path):

@@ -1,0 +1,285 @@
+"""The correctness gate's pieces: tolerances, input digests, poisoned memory, output checks, seeds, hold-outs.
+
+Parent side: `compare` (the tolerance math), `input_digests` of its own seeded inputs, `holdout_shapes`
+drawn with a secret rng, `derive_seed`. Worker side: `scrub_free_memory` before each call and
+`output_problem` after it. torch is imported inside the functions: the parent's planning code and the
+worker's start-up (resource limits first) must not pay for it.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.registry import REQUIRED_ATTRS, load_operator, load_shapes
+from benchmarks.spec import OperatorSpec, Shape, Tolerance
+
+_DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3fn",
+                "fp64": "float64", "int32": "int32", "int64": "int64", "int8": "int8", "uint8": "uint8",
+                "bool": "bool"}
+POISON_BYTE = 0xFF   # 0xFF.. is NaN in bf16, fp16, fp32 and fp8 e4m3fn alike
+SMALL_POOL_CHUNK = 1 << 20
+
+
+class HarnessError(RuntimeError):
+    """A bug on our side (operator, reference, worker). Raised, never turned into a verdict."""
+
+
+class Rejected(Exception):
+    """A candidate failure: the evaluation stops with a rejected verdict at `stage` naming `reason`."""
+
+    def __init__(self, stage: str, reason: str):
+        super().__init__(reason)
+        self.stage, self.reason = stage, reason
+
+
+# ---- operators ---------------------------------------------------------------------------------
+def load_spec(op: str, operator_dir: str | os.PathLike | None = None) -> OperatorSpec:
+    """The operator by name from benchmarks/operators, or from `operator_dir/<op>/` (tests' tiny operators)."""
+    if operator_dir is None:
+        return load_operator(op)
+    folder = Path(operator_dir) / op
+    path = folder / "operator.py"
+    if not path.is_file():
+        raise FileNotFoundError(f"no operator at {path}")
+    mod_name = f"aka_operator_{op}_{hashlib.sha1(str(folder.resolve()).encode()).hexdigest()[:10]}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    missing = [a for a in REQUIRED_ATTRS if not hasattr(module, a)]
+    if missing:
+        raise AttributeError(f"{path}: operator module lacks {', '.join(missing)} (contract: DESIGN.md section 3)")
+    shapes_path = folder / "shapes.yaml"
+    return OperatorSpec(name=op, signature=module.SIGNATURE, arg_names=tuple(module.ARGS),
+                        description=module.DESCRIPTION,
+                        shapes=load_shapes(shapes_path) if shapes_path.is_file() else (),
+                        seed_path=str(folder / "seed.py"), module=module)
+
+
+def torch_dtype(name: str):
+    import torch
+    if name not in _DTYPE_NAMES:
+        raise KeyError(f"unknown dtype {name!r}; known: {', '.join(_DTYPE_NAMES)}")
+    return getattr(torch, _DTYPE_NAMES[name])
+
+
+def dtype_name(dtype) -> str:
+    for short, long in _DTYPE_NAMES.items():
+        if str(dtype) == f"torch.{long}":
+            return short
+    return str(dtype).replace("torch.", "")
+
+
+def tolerance_for(spec: OperatorSpec, out_dtype: str, in_dtype: str) -> Tolerance:
+    """Tolerances are per output dtype (DESIGN.md section 3); fall back to the input dtype's."""
+    try:
+        return spec.tolerance(out_dtype)
+    except KeyError:
+        return spec.tolerance(in_dtype)
+
+
+# ---- seeds and hold-out shapes -----------------------------------------------------------------
+def fresh_base_seed() -> int:
+    return int.from_bytes(os.urandom(8), "little") >> 1
+
+
+def derive_seed(base: int, *parts: Any) -> int:
+    """A 63-bit seed for one (purpose, shape, trial): distinct per part, reproducible from `base`."""
+    digest = hashlib.blake2b(repr((int(base),) + parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def holdout_shapes(spec: OperatorSpec, rng, dtypes: list[str]) -> list[Shape]:
+    """Hidden shapes drawn with the parent's secret rng; dtypes cycle over the visible shapes' dtypes.
+
+    They carry weight 0: correctness only, never timed, never scored, never shown to a proposer."""
+    if not dtypes:
+        raise ValueError("hold-out shapes need at least one dtype from the visible shapes")
+    return [Shape.make(f"holdout-{i + 1}", dims, dtype=dtypes[i % len(dtypes)], phase="decode",
+                       source="hold-out (hidden)", weight=0.0, hot=False)
+            for i, dims in enumerate(spec.holdout_dims(rng))]
+
+
+# ---- tolerance math ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ErrorStats:
+    """How far an output is from the reference. Elementwise: |out - ref| <= atol + rtol * |ref|;
+    overall: rel_l2 = ||out - ref|| / ||ref||. max_rel_err = max |out - ref| / max(|ref|, atol)."""
+
+    max_abs_err: float
+    max_rel_err: float
+    rel_l2: float
+    n_bad: int                   # elements outside the elementwise bound (non-finite ones included)
+    n_nonfinite: int             # NaN or Inf in the output
+    numel: int
+    worst_index: tuple[int, ...] | None = None
+    worst_got: float | None = None
+    worst_expected: float | None = None
+    rel_l2_limit: float = 0.0
+
+    @property
+    def passed(self) -> bool:
+        return self.n_nonfinite == 0 and self.n_bad == 0 and self.rel_l2 <= self.rel_l2_limit
+
+    def describe(self, tol: Tolerance, detail: bool = True) -> str:
+        """Why it failed, with the values and the limits (empty string when it passed). Without `detail`
+        (hidden shapes) no element counts or indices: they would reveal the shape."""
+        if self.passed:
+            return ""
+        parts = []
+        if self.n_nonfinite and not detail:
+            parts.append("the output holds NaN/Inf (NaN never passes; outputs are poisoned with NaN before each "
+                         "call, so this is often an element the kernel never wrote)")
+        elif self.n_nonfinite:
+            parts.append(f"{self.n_nonfinite} of {self.numel} output elements are NaN/Inf (NaN never passes; "
+                         f"outputs are poisoned with NaN before each call, so this is often an element the "
+                         f"kernel never wrote)")
+        if self.n_bad > self.n_nonfinite and not detail:
+            parts.append(f"elements exceed |out-ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|")
+        elif self.n_bad > self.n_nonfinite:
+            where = ""
+            if self.worst_index is not None:
+                where = (f"; worst at index {list(self.worst_index)}: got {self.worst_got:.6g}, "
+                         f"expected {self.worst_expected:.6g}")
+            parts.append(f"{self.n_bad - self.n_nonfinite} of {self.numel} elements exceed "
+                         f"|out-ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|{where}")
+        if self.rel_l2 > self.rel_l2_limit:
+            parts.append(f"rel_l2 {self.rel_l2:.3g} > {self.rel_l2_limit:g}")
+        parts.append(f"max_abs_err {self.max_abs_err:.3g}, max_rel_err {self.max_rel_err:.3g}")
+        return "; ".join(parts)
+
+
+def compare(out, ref, tol: Tolerance) -> ErrorStats:
+    """Compare a candidate's output with the reference (same shape). Non-finite outputs never pass."""
+    import torch
+    if tuple(out.shape) != tuple(ref.shape):
+        raise ValueError(f"compare: shapes differ, {tuple(out.shape)} vs {tuple(ref.shape)}; check shapes first")
+    numel = ref.numel()
+    if numel == 0:
+        return ErrorStats(0.0, 0.0, 0.0, 0, 0, 0, rel_l2_limit=tol.rel_l2)
+    work = torch.float64 if numel <= (1 << 26) else torch.float32   # float32 halves memory on huge outputs
+    r = ref.detach().to(device=ref.device, dtype=work)
+    o = out.detach().to(device=ref.device, dtype=work)
+    if not bool(torch.isfinite(r).all()):
+        raise HarnessError(f"the reference output holds {int((~torch.isfinite(r)).sum())} NaN/Inf values: "
+                           f"an operator bug (make_inputs or reference), not the candidate's")
+    nonfinite = ~torch.isfinite(o)
+    n_nonfinite = int(nonfinite.sum())
+    diff = (o - r).abs()
+    diff[nonfinite] = math.inf
+    bound = tol.atol + tol.rtol * r.abs()
+    violation = diff / bound if tol.atol > 0 else torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
+    n_bad = int((~(diff <= bound)).sum())
+    flat = int(torch.argmax(torch.nan_to_num(violation, nan=math.inf, posinf=math.inf)).item())
+    worst = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(ref.shape)))
+    ref_norm = float(torch.linalg.vector_norm(r, dtype=torch.float64))
+    err_norm = math.inf if n_nonfinite else float(torch.linalg.vector_norm(o - r, dtype=torch.float64))
+    if ref_norm > 0:
+        rel_l2 = err_norm / ref_norm
+    else:
+        rel_l2 = 0.0 if err_norm == 0 else math.inf
+    denom = r.abs().clamp_min(max(tol.atol, 1e-12))
+    return ErrorStats(max_abs_err=float(diff.max()), max_rel_err=float((diff / denom).max()), rel_l2=rel_l2,
+                      n_bad=n_bad, n_nonfinite=n_nonfinite, numel=numel, worst_index=worst,
+                      worst_got=float(o.reshape(-1)[flat]), worst_expected=float(r.reshape(-1)[flat]),
+                      rel_l2_limit=tol.rel_l2)
+
+
+# ---- input integrity ---------------------------------------------------------------------------
+def tensor_digest(t) -> str:
+    """blake2b of a tensor's dtype, shape, strides, offset and bytes: any in-place edit or restride changes it."""
+    import torch
+    h = hashlib.blake2b(digest_size=16)
+    h.update(f"{t.dtype}|{tuple(t.shape)}|{tuple(t.stride())}|{t.storage_offset()}|".encode())
+    flat = t.detach().contiguous().reshape(-1)
+    if flat.numel():
+        h.update(memoryview(flat.view(torch.uint8).cpu().numpy()))
+    return h.hexdigest()
+
+
+def input_digests(inputs: dict[str, Any]) -> dict[str, str]:
+    import torch
+    return {k: tensor_digest(v) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+
+
+def digest_mismatches(expected: dict[str, str], got: dict[str, Any]) -> list[str]:
+    """Names of inputs whose digest after the call differs from the parent's digest of the same seed."""
+    if not isinstance(got, dict):
+        return sorted(expected)
+    return [k for k in sorted(expected) if got.get(k) != expected[k]]
+
+
+# ---- worker side: poisoned memory and the output's type ----------------------------------------
+def scrub_free_memory(nbytes: int, device) -> None:
+    """Fill the memory the next allocations will reuse with NaN (0xFF bytes), so an output the kernel never
+    writes (torch.empty) cannot hold a stale answer. On CUDA: empty torch's cache first, so the poisoned
+    blocks are the only free ones the caching allocator can hand out."""
+    import torch
+    size = max(2 * int(nbytes), 1 << 16)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        size = max(size, 64 << 20)
+        bufs = [torch.full((SMALL_POOL_CHUNK,), POISON_BYTE, dtype=torch.uint8, device=device) for _ in range(2)]
+        bufs.append(torch.full((size,), POISON_BYTE, dtype=torch.uint8, device=device))
+        torch.cuda.synchronize()
+    else:
+        bufs = [torch.full((size,), POISON_BYTE, dtype=torch.uint8)]
+    del bufs
+
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """While active, torch.empty and friends hand out NaN-filled memory (the largest integer for integer
+    dtypes): torch's deterministic mode fills uninitialized memory. On the CPU the scrub alone cannot steer
+    which freed chunk malloc returns; this can. warn_only: no torch op raises because of the mode.
+    Only around correctness calls: the fill is a memset that must not be timed."""
+    import torch
+    import torch.utils.deterministic as det
+    saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+             det.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    det.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        det.fill_uninitialized_memory = saved[2]
+
+
+def output_problem(out, shape: tuple[int, ...], dtype: str, device_type: str,
+                   inputs: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, why) this output cannot be accepted as the operator's result, or None.
+
+    kind is one of type|dtype|shape|device|alias: the parent shows only the kind for hidden shapes."""
+    import torch
+    if type(out) is not torch.Tensor:
+        kind = type(out)
+        what = f"a torch.Tensor subclass ({kind.__module__}.{kind.__qualname__})" if isinstance(out, torch.Tensor) \
+            else f"{kind.__module__}.{kind.__qualname__}"
+        return "type", f"the output must be exactly a torch.Tensor, got {what}; return a plain tensor"
+    if out.dtype != torch_dtype(dtype):
+        return "dtype", f"output dtype is {dtype_name(out.dtype)}, but the operator returns {dtype}; store in {dtype}"
+    if tuple(out.shape) != tuple(shape):
+        return "shape", f"output shape is {list(out.shape)}, but the operator returns {list(shape)}"
+    if out.device.type != device_type:
+        return "device", f"output is on {out.device}, but the inputs are on {device_type}; allocate it on the inputs' device"
+    ptr = out.untyped_storage().data_ptr()
+    for name, v in inputs.items():
+        if isinstance(v, torch.Tensor) and v.numel() and v.untyped_storage().data_ptr() == ptr:
+            return "alias", (f"the output shares memory with input '{name}': writing into or returning an input is not "
+                    f"allowed; allocate a new output tensor")
+    return None
+
+
+def same_bytes(a, b) -> bool:
+    """Bitwise equality (NaN == NaN here), for the stream-order check."""
+    import torch
+    fa, fb = a.detach().contiguous().reshape(-1), b.detach().contiguous().reshape(-1)
+    return fa.dtype == fb.dtype and fa.numel() == fb.numel() and bool(
+        torch.equal(fa.view(torch.uint8), fb.view(torch.uint8)))

@@ -1,0 +1,110 @@
+"""The GPU half of the parent's evaluation: DSL share, timing, counters, scoring and the re-measure of
+suspect shapes. A mixin of sandbox.evaluation._Evaluation (it uses its request, rows, worker helpers);
+every number here was measured in the worker, and every verdict is decided here, in the parent.
+"""
+from __future__ import annotations
+
+import time
+
+from benchmarks.scoring import operator_score, score_shape, weighted_attainment
+from sandbox import correctness as cx
+from sandbox.correctness import Rejected
+from sandbox.isolation import WorkerFailure, WorkerProcess
+
+TIMING_INPUT_SETS = 4     # rotated input sets per timed shape (the worker caps them at 1 GiB)
+
+
+class GpuGates:
+    def _dsl(self, w: WorkerProcess) -> None:
+        self.stage, shares = "dsl", []
+        for shape in self.req.shapes:
+            self.activity = f"profiling shape {shape.id} for the DSL share"
+            w.send({"kind": "dsl", "dims": shape.dim, "dtype": shape.dtype, "kernel_names": sorted(self.kernel_names),
+                    "seed": cx.derive_seed(self.base_seed, "dsl", shape.id)})
+            reply, _ = self._expect(w, "dsl")
+            share = float(reply["share"])
+            shares.append(share)
+            self.result.dsl_share = min(shares)
+            if share < self.req.dsl_threshold:
+                others = sorted(((us, k) for k, us in reply.get("per_kernel_us", {}).items()
+                                 if k not in self.kernel_names), reverse=True)[:3]
+                named = ", ".join(f"{k} ({us:.1f} us)" for us, k in others) or "none named"
+                raise Rejected("dsl", f"shape {shape.id}: only {share:.0%} of GPU time is in the candidate's own "
+                                f"@triton.jit kernels ({', '.join(sorted(self.kernel_names)) or 'none'}); the "
+                                f"threshold is {self.req.dsl_threshold:.0%}. Top other kernels: {named}. Compute the "
+                                f"result in your Triton kernels, not with PyTorch ops or library calls")
+
+    def _time(self, w: WorkerProcess, shapes, rows) -> None:
+        self.stage, self.activity = "timing", "measuring the latency floor"
+        w.send({"kind": "floor"})
+        floor_s = float(self._expect(w, "floor")[0]["t_floor_s"])
+        for index, (shape, row) in enumerate(zip(shapes, rows)):
+            self.stage, self.activity = "timing", f"timing shape {shape.id}"
+            w.send({"kind": "time", "dims": shape.dim, "dtype": shape.dtype,
+                    "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
+            t, _ = self._expect(w, "timing")
+            graph, eager = t.get("t_graph_s"), t.get("t_eager_s")
+            if graph is None and eager is None:
+                raise Rejected("timing", f"shape {shape.id}: no time was measured ({t.get('graph_error')})")
+            row.t_us = (graph if graph is not None else eager) * 1e6
+            row.t_eager_us = eager * 1e6 if eager is not None else None
+            row.t_floor_us = floor_s * 1e6
+            row.timing_mode = "graph" if graph is not None else "eager"
+            if graph is None and not any(r.startswith(f"shape {shape.id}: CUDA-graph") for r in self.result.reasons):
+                self.result.reasons.append(f"shape {shape.id}: CUDA-graph capture failed "
+                                           f"({str(t.get('graph_error'))[:300]}); timed eagerly, so host launch "
+                                           f"overhead is included (avoid host syncs like .item()/.tolist()/.cpu())")
+            if self.req.correctness:
+                self._recheck(w, index, shape, row)
+            self.stage = "timing"
+
+    def _recheck(self, w: WorkerProcess, index: int, shape, row) -> None:
+        """One more trial right after the shape's timed calls, under timing's conditions (no poisoned
+        allocations, no scrub): a kernel that skips work once its own state says "done" (a flag kept in a
+        reused allocation, a cache that switches on after the first calls) returns a stale result here."""
+        self.stage, self.activity = "correctness", f"the correctness re-check of shape {shape.id} after timing"
+        failure = self._check_shape(w, index, shape, row, purpose="recheck", trials=1, poison=False)
+        if failure:
+            row.error = failure
+            raise Rejected("correctness", f"shape {shape.id} ({shape.label()}): right after its timed calls, "
+                                          f"{failure} (it passed before timing: the kernel's output depends on "
+                                          f"state left by earlier calls)")
+
+    def _counters(self, w: WorkerProcess) -> None:
+        top = sorted(self.req.shapes, key=lambda s: -s.weight)[: max(0, self.req.counter_shapes)]
+        if not top:
+            return
+        dtype = top[0].dtype
+        self.activity = "collecting Nsight Compute counters"
+        remaining = max(30.0, w.deadline - time.monotonic() - 10.0)
+        try:
+            w.send({"kind": "counters", "op": self.req.op, "dtype": dtype,
+                    "dims_list": [s.dim for s in top if s.dtype == dtype], "timeout_s": min(600.0, remaining)})
+            self.result.counters = dict(self._expect(w, "counters")[0]["record"])
+        except (WorkerFailure, Rejected) as e:   # counters inform; they never decide the verdict
+            self.result.counters = {"available": False, "reason": f"counter collection failed: {e}"}
+
+    def _score(self) -> None:
+        res, shapes = self.result, self.req.shapes
+        suspects = [(s, r) for s, r in zip(shapes, self.rows) if r.t_roof_us and r.t_us and
+                    max(r.t_roof_us, r.t_floor_us) / r.t_us > 1.0]
+        if suspects:
+            first = {s.id: max(r.t_roof_us, r.t_floor_us) / r.t_us for s, r in suspects}
+            self.activity = "re-measuring suspect shapes in a fresh worker"
+            self._in_worker(lambda w: self._time(w, [s for s, _ in suspects], [r for _, r in suspects]))
+            for s, r in suspects:
+                ratio = max(r.t_roof_us, r.t_floor_us) / r.t_us
+                if ratio > 1.0:
+                    r.suspect = True
+                    res.flags.append(f"shape {s.id}: T={r.t_us:.2f} us beat T_ref={max(r.t_roof_us, r.t_floor_us):.2f} us "
+                                     f"twice (ratio {first[s.id]:.2f}, then {ratio:.2f} in a fresh worker): flagged "
+                                     f"for review; attainment capped at 1")
+                else:
+                    res.reasons.append(f"shape {s.id}: first measure beat T_ref (ratio {first[s.id]:.2f}); "
+                                       f"re-measured in a fresh worker: {ratio:.2f}")
+        scores = []
+        for s, r in zip(shapes, self.rows):
+            sc = score_shape(s.id, s.weight, r.t_us * 1e-6, r.t_roof_us * 1e-6, r.t_floor_us * 1e-6)
+            r.attainment, r.suspect = sc.attainment, r.suspect or sc.suspect
+            scores.append(sc)
+        res.s_i, res.weighted_attainment = operator_score(scores), weighted_attainment(scores)

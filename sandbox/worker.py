@@ -1,0 +1,367 @@
+"""The child process: `python -m sandbox.worker --requests FD --replies FD`. It runs candidate code; it
+owns no reference, no hold-out shape it has not been sent, and no verdict.
+
+It answers the parent's requests one at a time over the private pipes (sandbox/protocol.py):
+setup (load the candidate), compile (one run at a tiny shape under LaunchRecorder, then the compile
+gate), check (correctness trials: fresh inputs re-filled into the same buffers, poisoned memory,
+output and digests sent back), dsl, floor, time, counters, quit. A failure of the candidate is
+reported as {"kind": "error"} and the worker exits: after a CUDA error a process is never reused.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import resource
+import signal
+import sys
+import traceback
+
+from sandbox import protocol
+
+CANDIDATE_MODULE = "aka_candidate"
+MAX_INPUT_SET_BYTES = 1 << 30     # rotated timing input sets: at most 1 GiB of them per shape
+MAX_INPUT_SETS = 4
+
+
+class CandidateFailure(Exception):
+    """Something the candidate did (raised, exited, crashed CUDA, ran out of memory).
+
+    An Exception (not BaseException) on purpose: the timing code may catch it during graph capture
+    and fall back to eager timing."""
+
+    def __init__(self, message: str, fatal: bool = False, exc_type: str = ""):
+        super().__init__(message)
+        self.message, self.fatal, self.exc_type = message, fatal, exc_type
+
+
+def _is_cuda_or_oom(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return isinstance(exc, MemoryError) or type(exc).__name__ in ("OutOfMemoryError", "AcceleratorError") or any(
+        s in text for s in ("CUDA error", "CUDA out of memory", "illegal memory access", "can't allocate memory",
+                            "CUBLAS_STATUS", "misaligned address", "unspecified launch failure"))
+
+
+def describe_exception(exc: BaseException) -> str:
+    """`Type: message` plus the last frames inside the candidate's file, bounded for the feedback."""
+    if isinstance(exc, SystemExit):
+        return f"the candidate raised SystemExit({exc.code!r}): exiting the process is not allowed"
+    if isinstance(exc, KeyboardInterrupt):
+        return "the candidate raised KeyboardInterrupt"
+    msg = f"{type(exc).__name__}: {exc}"
+    if _is_cuda_or_oom(exc) and ("out of memory" in msg.lower() or "can't allocate memory" in msg
+                                 or isinstance(exc, MemoryError)):
+        msg = "out of memory: " + msg
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("candidate.py")]
+    where = "".join(f"\n  candidate.py line {f.lineno} in {f.name}: {f.line}" for f in frames[-3:])
+    return (msg[:1500] + (" ..." if len(msg) > 1500 else "")) + where
+
+
+def _failure(exc: BaseException, prefix: str = "") -> CandidateFailure:
+    return CandidateFailure(prefix + describe_exception(exc), fatal=_is_cuda_or_oom(exc), exc_type=type(exc).__name__)
+
+
+class Worker:
+    def __init__(self, rx: int, tx: int):
+        self.rx, self.tx = rx, tx
+        self.fn = None
+        self.spec = None
+        self.candidate_path: str | None = None
+        self.interpreter = False
+        self.loopback: str | None = None
+
+    # ---- plumbing --------------------------------------------------------------------------------
+    def reply(self, header: dict, payload=b"") -> None:
+        protocol.send(self.tx, header, payload)
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize()   # device-wide: work on any stream must finish
+
+    def call(self, inputs: dict):
+        """Run the candidate once. Everything it raises (SystemExit too) becomes a CandidateFailure."""
+        try:
+            out = self.fn(**inputs)
+            self.sync()
+            return out
+        except BaseException as e:  # noqa: BLE001 - the candidate must not end or escape the worker
+            raise _failure(e) from None
+
+    def make_inputs(self, dims: dict, dtype: str, seed: int) -> dict:
+        return self.spec.make_inputs(dict(dims), dtype, int(seed), self.device)
+
+    # ---- requests --------------------------------------------------------------------------------
+    def on_setup(self, msg: dict) -> None:
+        from sandbox.correctness import load_spec
+        self.spec = load_spec(msg["op"], msg.get("operator_dir"))
+        self.interpreter = bool(msg["interpreter"])
+        self.sealed_path = msg["sealed_path"]
+        device_name = self._set_device(msg["device"], float(msg.get("memory_fraction", 0.9)))
+        baseline = msg.get("baseline")
+        if baseline:
+            self.fn = self.spec.reference if baseline == "eager" else self.torch.compile(self.spec.reference)
+        else:
+            self.candidate_path = msg["candidate_path"]
+            self.fn = self._load_candidate(self.candidate_path, msg["op"])
+        self.reply({"kind": "loaded", "device_name": device_name})
+
+    def _set_device(self, kind: str, memory_fraction: float) -> str:
+        """Before the candidate is imported: the GPU memory cap must already hold when its code first runs."""
+        torch = self.torch
+        if kind != "cuda":
+            self.device = torch.device("cpu")
+            return "cpu"
+        if not torch.cuda.is_available():
+            raise RuntimeError("the parent asked for a CUDA worker, but torch in the worker sees no GPU")
+        torch.cuda.set_device(0)
+        torch.cuda.set_per_process_memory_fraction(memory_fraction, 0)
+        self.device = torch.device("cuda", 0)
+        return torch.cuda.get_device_name(0)
+
+    def _load_candidate(self, path: str, op: str):
+        try:
+            spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[CANDIDATE_MODULE] = module
+            spec.loader.exec_module(module)
+        except BaseException as e:  # noqa: BLE001
+            raise _failure(e, "importing the candidate failed: ") from None
+        fn = getattr(module, op, None)
+        if not callable(fn):
+            raise CandidateFailure(f"the candidate defines no function {op}(...); it must define a function "
+                                   f"named after the operator")
+        return fn
+
+    def on_compile(self, msg: dict) -> None:
+        from sandbox.compile import LaunchRecorder, compile_recorded, feature_check
+        note = None
+        dtype = msg["dtype"]
+        try:
+            with LaunchRecorder() as recorder:
+                self.call(self.make_inputs(msg["dims"], dtype, msg["seed"]))
+        except CandidateFailure as e:
+            if not (self.interpreter and dtype != "fp32"):
+                raise
+            # The interpreter's bf16/fp16 arithmetic is unreliable (it raises where a GPU would not): retry in fp32.
+            note = f"the {dtype} run raised under the interpreter ({e.message[:300]}); launches recorded in fp32"
+            with LaunchRecorder() as recorder:
+                self.call(self.make_inputs(msg["dims"], "fp32", msg["seed"]))
+        names = sorted(str(k) for k in recorder.functions)
+        if not names:
+            self.reply({"kind": "compiled", "ok": False, "kernel_names": [], "missing": [], "note": note,
+                        "errors": ["no @triton.jit kernel was launched: the candidate must compute its result "
+                                   "with its own Triton kernels"], "info": {}})
+            return
+        report = compile_recorded(recorder, target=msg.get("target", "auto"))
+        missing = list(feature_check(report, tuple(msg.get("require_features", ())))) if report.ok else []
+        info = _jsonable(report)
+        info["features"] = sorted(str(f) for f in report.features())
+        self.reply({"kind": "compiled", "ok": bool(report.ok), "errors": [str(e) for e in report.errors],
+                    "kernel_names": names, "missing": missing, "note": note, "info": info})
+
+    def on_check(self, msg: dict) -> None:
+        from sandbox.correctness import (dtype_name, input_digests, output_problem, poisoned_allocations,
+                                         same_bytes, scrub_free_memory, torch_dtype)
+        torch = self.torch
+        if msg.get("seal"):
+            self._seal_output()
+        shape, out_dtype = tuple(msg["out_shape"]), msg["out_dtype"]
+        out_bytes = math.prod(shape) * torch.empty(0, dtype=torch_dtype(out_dtype)).element_size()
+        inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])
+        buffers = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        for trial, seed in enumerate(msg["seeds"]):
+            if trial:
+                # Fresh values copied INTO the first trial's buffers: a cache keyed by pointer or shape goes stale.
+                for k, v in self.make_inputs(msg["dims"], msg["dtype"], seed).items():
+                    if k in buffers:
+                        buffers[k].copy_(v)
+                    else:
+                        inputs[k] = v
+            self.sync()
+            if msg.get("poison", True):
+                with poisoned_allocations():
+                    scrub_free_memory(out_bytes, self.device)
+                    out, snapshot = self._call_snapshot(inputs)
+            else:   # the re-check after timing runs under timing's conditions: the candidate's state as it was
+                out, snapshot = self._call_snapshot(inputs)
+            problem = output_problem(out, shape, out_dtype, self.device.type, inputs)
+            if problem is None and snapshot is not None and not same_bytes(snapshot, out):
+                problem = ("stream", "the output changed after the call returned: work on a side stream was not "
+                           "ordered with the caller's stream (a serving engine would read an unfinished result)")
+            header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
+                      "problem_kind": problem and problem[0], "digests": input_digests(inputs)}
+            payload = b""
+            if problem is None:
+                data = (snapshot if snapshot is not None else out).detach().contiguous().reshape(-1)
+                header.update(dtype=dtype_name(out.dtype), shape=list(out.shape))
+                payload = memoryview(data.view(torch.uint8).cpu().numpy())
+            self.reply(header, payload)
+            del out, snapshot, payload
+        self.reply({"kind": "checked", "index": msg["index"]})
+
+    def _call_snapshot(self, inputs: dict):
+        """Call, then copy the output on the caller's stream BEFORE the device-wide sync: a result computed on
+        an unsynchronized side stream is caught unfinished in the copy, as a consumer kernel would see it."""
+        torch = self.torch
+        if self.device.type != "cuda":
+            return self.call(inputs), None
+        stream = torch.cuda.current_stream()
+        try:
+            out = self.fn(**inputs)
+            snapshot = None
+            if type(out) is torch.Tensor and out.device.type == "cuda":
+                with torch.cuda.stream(stream):
+                    snapshot = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+                    snapshot.copy_(out)
+            torch.cuda.synchronize()
+            torch.cuda.set_stream(stream)     # a candidate must not leave another stream current
+            return out, snapshot
+        except BaseException as e:  # noqa: BLE001
+            raise _failure(e) from None
+
+    def _seal_output(self) -> None:
+        """From the hold-out shapes on, stdout/stderr go to a file the parent never reports: a candidate that
+        prints the shapes it is called with cannot leak them to a proposer."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        fd = os.open(self.sealed_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+
+    def _wrapped(self):
+        fn = self.fn
+
+        def run(inputs: dict):
+            try:
+                return fn(**inputs)
+            except BaseException as e:  # noqa: BLE001
+                raise _failure(e) from None
+        return run
+
+    def on_dsl(self, msg: dict) -> None:
+        from sandbox.timing import dsl_share
+        inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seed"])
+        share, per_kernel = dsl_share(self._wrapped(), inputs, set(msg["kernel_names"]))
+        self.reply({"kind": "dsl", "share": float(share), "per_kernel_us": {str(k): float(v)
+                                                                              for k, v in per_kernel.items()}})
+
+    def on_floor(self, msg: dict) -> None:
+        from sandbox.timing import measure_floor
+        self.reply({"kind": "floor", "t_floor_s": float(measure_floor())})
+
+    def on_time(self, msg: dict) -> None:
+        from sandbox.timing import time_call
+        sets = [self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])]
+        set_bytes = sum(v.numel() * v.element_size() for v in sets[0].values() if isinstance(v, self.torch.Tensor))
+        wanted = min(len(msg["seeds"]), MAX_INPUT_SETS, max(1, MAX_INPUT_SET_BYTES // max(set_bytes, 1)))
+        sets += [self.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"][1:wanted]]
+        kwargs = {k: msg[k] for k in ("reps", "warmup") if msg.get(k)}
+        res = time_call(self._wrapped(), sets, **kwargs)
+        self.reply({"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
+                    "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets)})
+
+    def on_counters(self, msg: dict) -> None:
+        from sandbox.counters import collect
+        if self.candidate_path is None:
+            record = {"available": False, "reason": "baselines are not profiled with counters"}
+        else:
+            rec = collect(self.candidate_path, msg["op"], msg["dims_list"], msg["dtype"], float(msg["timeout_s"]))
+            record = rec.to_json()
+        self.reply({"kind": "counters", "record": record})
+
+    # ---- main loop -------------------------------------------------------------------------------
+    def serve(self) -> None:
+        import torch
+        self.torch = torch
+        torch.backends.cuda.matmul.allow_tf32 = False   # baselines time the same fp32 math the parent checks
+        torch.backends.cudnn.allow_tf32 = False
+        hello = {"kind": "ready", "pid": os.getpid(), "torch": torch.__version__, "cuda": torch.cuda.is_available(),
+                 "loopback": self.loopback}
+        try:
+            import triton
+            hello["triton"] = triton.__version__
+        except Exception as e:  # noqa: BLE001 - reported, the parent decides
+            hello["triton_error"] = f"{type(e).__name__}: {e}"
+        self.device = torch.device("cpu")
+        self.reply(hello)
+        handlers = {"setup": self.on_setup, "compile": self.on_compile, "check": self.on_check, "dsl": self.on_dsl,
+                    "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters}
+        while True:
+            try:
+                msg, _ = protocol.recv_blocking(self.rx)
+            except EOFError:
+                os._exit(0)
+            kind = msg["kind"]
+            if kind == "quit":
+                os._exit(0)
+            try:
+                handlers[kind](msg)
+            except CandidateFailure as e:
+                self.reply({"kind": "error", "error": e.message, "fatal": e.fatal, "exc_type": e.exc_type})
+                os._exit(0)
+            except BaseException as e:  # noqa: BLE001
+                if _is_cuda_or_oom(e):   # sticky CUDA errors surface in whatever runs next: the candidate's doing
+                    self.reply({"kind": "error", "error": describe_exception(e), "fatal": True,
+                                "exc_type": type(e).__name__})
+                else:
+                    self.reply({"kind": "harness_error", "request": kind, "traceback": traceback.format_exc()[-6000:]})
+                os._exit(0)
+
+
+def _jsonable(obj):
+    import dataclasses
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        items = [_jsonable(v) for v in obj]
+        return sorted(items, key=str) if isinstance(obj, (set, frozenset)) else items
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return str(obj)
+
+
+def _apply_limits(file_size: int, address_space: int | None) -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))                 # no core dumps of crashing candidates
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)                    # a flood then fails with EFBIG, visibly
+    if address_space:   # interpreter only: CUDA reserves far more address space than it uses
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+
+def _bring_loopback_up() -> str:
+    """In a fresh network namespace even 127.0.0.1 is down; tools that talk to themselves over loopback
+    (Nsight Compute, compile worker pools) need it. The namespace's loopback reaches nothing outside."""
+    import fcntl
+    import socket
+    import struct
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            req = struct.pack("16sH14s", b"lo", 0, bytes(14))
+            flags = struct.unpack("16sH14s", fcntl.ioctl(s, siocgifflags, req))[1]
+            fcntl.ioctl(s, siocsifflags, struct.pack("16sH14s", b"lo", flags | iff_up, bytes(14)))
+        return "up"
+    except OSError as e:
+        return f"down ({e})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="aka sandbox worker (started by sandbox.isolation)")
+    ap.add_argument("--requests", type=int, required=True)
+    ap.add_argument("--replies", type=int, required=True)
+    ap.add_argument("--file-size-limit", type=int, required=True)
+    ap.add_argument("--address-space-limit", type=int, default=None)
+    ap.add_argument("--loopback-up", action="store_true", help="bring up lo (only inside a new network namespace)")
+    args = ap.parse_args(argv)
+    _apply_limits(args.file_size_limit, args.address_space_limit)
+    worker = Worker(args.requests, args.replies)
+    worker.loopback = _bring_loopback_up() if args.loopback_up else None
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

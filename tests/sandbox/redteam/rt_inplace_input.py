@@ -1,0 +1,26 @@
+# expect: reject
+# stage: correctness
+# op: rms_norm
+# needs: cpu
+# cause: shares memory with input 'x'
+# why: normalizes x in place and returns x: the values are right, but the caller's input is destroyed
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, H, stride_x, eps, BLOCK_H: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_H)
+    mask = cols < H
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / H + eps)
+    tl.store(x_ptr + row * stride_x + cols, (x * rstd * w).to(x_ptr.dtype.element_ty), mask=mask)
+
+
+def rms_norm(x, weight, eps=1e-6):
+    T, H = x.shape
+    _rms_norm_kernel[(T,)](x, weight, H, x.stride(0), eps, BLOCK_H=triton.next_power_of_2(H))
+    return x

@@ -1,0 +1,165 @@
+"""The sandbox on a real GPU: timing and scoring happen, the DSL share rejects hidden PyTorch work, a side
+stream and an out-of-bounds write are rejections, and the next evaluation is unaffected.
+
+gpu-marked: skipped without CUDA (tests/conftest.py). Run on the H200 with `make test-gpu`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.hardware import load_hardware
+from benchmarks.spec import Shape
+from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
+
+pytestmark = pytest.mark.gpu
+
+HERE = Path(__file__).resolve().parent
+SHAPES = (Shape.make("t1", {"T": 1, "H": 4096}, dtype="bf16", weight=2.0),
+          Shape.make("t64", {"T": 64, "H": 4096}, dtype="bf16", weight=1.0))
+
+HONEST = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, H, stride_x, stride_y, eps, BLOCK_H: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_H)
+    mask = cols < H
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / H + eps)
+    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rms_norm(x, weight, eps=1e-6):
+    T, H = x.shape
+    y = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    _rms_norm_kernel[(T,)](x, weight, y, H, x.stride(0), y.stride(0), eps, BLOCK_H=triton.next_power_of_2(H),
+                           num_warps=8)
+    return y
+'''
+
+# PyTorch does the work; a Triton kernel is launched only to look like a candidate.
+HIDDEN_TORCH = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_norm_kernel(y_ptr):
+    tl.store(y_ptr, tl.load(y_ptr))
+
+
+def rms_norm(x, weight, eps=1e-6):
+    xf = x.float()
+    y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * weight.float()).to(x.dtype)
+    _rms_norm_kernel[(1,)](y)
+    return y
+'''
+
+# The right values, computed on a side stream the caller's stream never waits for, after a spin of a few
+# milliseconds: a consumer on the caller's stream (and an event timer there) would see unfinished work.
+SIDE_STREAM = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, H, stride_x, stride_y, eps, spins, BLOCK_H: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_H)
+    mask = cols < H
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    acc = tl.sum(x * x, axis=0)
+    t = acc
+    for _ in range(spins):
+        t = t * 0.999999 + 1e-7
+    rstd = 1.0 / tl.sqrt(acc / H + eps) + tl.where(t < -1.0, 1.0, 0.0)
+    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def rms_norm(x, weight, eps=1e-6):
+    T, H = x.shape
+    y = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        _rms_norm_kernel[(T,)](x, weight, y, H, x.stride(0), y.stride(0), eps, 2000000,
+                               BLOCK_H=triton.next_power_of_2(H))
+    return y
+'''
+
+
+def request(source: str, **kw) -> EvalRequest:
+    kw.setdefault("timeout_s", 600.0)
+    return EvalRequest(op="rms_norm", source=source, shapes=SHAPES, hardware=load_hardware("h200"), **kw)
+
+
+def test_honest_kernel_is_timed_scored_and_described():
+    res = evaluate(request(HONEST))
+    assert res.accepted, res.reasons
+    assert not res.interpreter and res.environment["gpu"] != "no GPU" and res.environment.get("driver")
+    assert res.environment["device_name"]
+    assert res.dsl_share is not None and res.dsl_share >= 0.9
+    for row in res.visible_shapes():
+        assert row.t_us > 0 and row.t_eager_us > 0 and row.t_floor_us > 0 and row.t_roof_us > 0
+        assert row.timing_mode in ("graph", "eager")
+        assert 0 < row.attainment <= 1
+        assert row.bound in ("memory", "compute")
+        assert row.max_abs_err is not None and row.rel_l2 is not None
+    assert 0 < res.s_i <= 1 and 0 < res.weighted_attainment <= 1
+    assert any(k["name"] == "_rms_norm_kernel" for k in res.compile_info.get("kernels", []))
+    assert any(s.holdout and s.rel_l2 is not None for s in res.shapes)
+
+
+def test_dsl_share_rejects_a_candidate_that_hides_torch_work():
+    res = evaluate_unlinted(request(HIDDEN_TORCH))   # the lint would stop it first; here the profiler must
+    assert not res.accepted and res.failed_stage == "dsl", res.reasons
+    assert res.dsl_share is not None and res.dsl_share < 0.9
+    assert "of GPU time is in the candidate's own" in res.reasons[0] and "Top other kernels" in res.reasons[0]
+    assert "none named" not in res.reasons[0]
+
+
+def test_work_on_an_unsynchronized_side_stream_is_rejected():
+    res = evaluate_unlinted(request(SIDE_STREAM, holdout=False))   # the lint forbids streams; the runtime too
+    assert not res.accepted and res.failed_stage == "correctness", res.reasons
+    assert "side stream" in res.reasons[0]
+
+
+def test_out_of_bounds_write_is_rejected_and_the_next_evaluation_is_unaffected():
+    res = evaluate(request((HERE / "redteam" / "rt_oob_write.py").read_text()))
+    assert not res.accepted
+    text = " ".join(res.reasons)
+    assert "illegal memory access" in text or "CUDA error" in text, res.reasons
+    again = evaluate(request(HONEST, timing=False))
+    assert again.accepted, again.reasons
+
+
+def test_gpu_out_of_memory_is_a_rejection():
+    src = HONEST.replace("    y = torch.empty((T, H)", "    big = torch.empty((1 << 44,), dtype=torch.uint8, device=x.device)\n"
+                                                    "    y = torch.empty((T, H)")
+    res = evaluate(request(src, timing=False))
+    assert not res.accepted and "out of memory" in res.reasons[0].lower()
+
+
+def test_baseline_eager_is_timed_without_lint_or_dsl():
+    res = evaluate(request("", baseline="eager", counters=True, counter_shapes=1))
+    assert res.accepted, res.reasons
+    assert all(r.t_us > 0 and r.attainment is not None for r in res.visible_shapes())
+    assert res.dsl_share is None and res.compile_info == {}
+    assert "available" in res.counters
+
+
+def test_counters_are_recorded_or_say_why_not():
+    res = evaluate(request(HONEST, counters=True, counter_shapes=1))
+    assert res.accepted, res.reasons
+    assert "available" in res.counters
+    if not res.counters["available"]:
+        assert res.counters.get("reason")

@@ -1,0 +1,274 @@
+"""The worker's isolation: every way a candidate can end badly is a rejected verdict naming the cause,
+and the parent and the next evaluation carry on.
+
+A tiny operator (out = 2x + y) is written to a temporary folder so these tests do not depend on the real
+operators. Candidates that the lint would stop (os._exit, os.kill, subprocess, writing to the pipe)
+go through `evaluate_unlinted`: here it is the runtime that must catch them.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.hardware import load_hardware
+from benchmarks.spec import Shape
+from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
+from sandbox.isolation import TAIL_BYTES, describe_exit, network_namespace_support, tail
+
+pytestmark = pytest.mark.interpreter
+
+OPERATOR = '''
+import torch
+from benchmarks.spec import Tolerance
+
+NAME = "scale_add"
+SIGNATURE = "scale_add(x[N], y[N]) -> [N]"
+ARGS = ("x", "y")
+DESCRIPTION = "out = 2 * x + y, elementwise"
+TOLERANCES = {"fp32": Tolerance(1e-5, 1e-5, 1e-5), "bf16": Tolerance(2e-2, 2e-2, 1e-2),
+              "fp16": Tolerance(2e-3, 2e-3, 2e-3)}
+_DT = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def make_inputs(dims, dtype, seed, device="cpu"):
+    g = torch.Generator(device=device)
+    g.manual_seed(int(seed))
+    n = int(dims["N"])
+    x = torch.randn(n, generator=g, device=device).to(_DT[dtype])
+    return {"x": x, "y": torch.randn(n, generator=g, device=device).to(_DT[dtype])}
+
+
+def reference(x, y):
+    return (2 * x.float() + y.float()).to(x.dtype)
+
+
+def output_spec(dims, dtype):
+    return (int(dims["N"]),), dtype
+
+
+def work(dims, dtype):
+    n = int(dims["N"])
+    return {"fp32": 2.0 * n}, 3.0 * n * (4 if dtype == "fp32" else 2)
+
+
+def interpreter_dims(dims):
+    return {"N": min(int(dims["N"]), 5000)}
+
+
+def holdout_dims(rng, hot_dims):
+    return [{"N": rng.randrange(3, 200) | 1}, {"N": 3001 + 2 * rng.randrange(0, 400)}]
+
+
+def occurrences(model_cfg, tp, tokens):
+    return []
+'''
+
+CANDIDATE = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask).to(tl.float32)
+    y = tl.load(y_ptr + offs, mask=mask).to(tl.float32)
+    tl.store(out_ptr + offs, (2.0 * x + y).to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def scale_add(x, y):
+    out = torch.empty_like(x)
+    n = x.numel()
+    #INJECT
+    _scale_add_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
+    return out
+'''
+
+SHAPES = (Shape.make("small", {"N": 1000}), Shape.make("odd", {"N": 37}))
+
+
+def candidate(inject: str = "", head: str = "") -> str:
+    """The honest candidate with `inject` run in the launcher before the kernel (and `head` after the imports)."""
+    body = "\n".join("    " + line for line in inject.strip().splitlines())
+    src = CANDIDATE.replace("    #INJECT", body or "    pass")
+    return src.replace("import triton.language as tl\n", "import triton.language as tl\n" + head + "\n", 1)
+
+
+@pytest.fixture(scope="module")
+def op_dir(tmp_path_factory) -> str:
+    root = tmp_path_factory.mktemp("ops")
+    (root / "scale_add").mkdir()
+    (root / "scale_add" / "operator.py").write_text(OPERATOR)
+    return str(root)
+
+
+def request(source: str, **kw) -> EvalRequest:
+    """Interpreter mode everywhere (also on a GPU machine): these properties do not depend on the device."""
+    kw.setdefault("timeout_s", 120.0)
+    kw.setdefault("trials", 2)
+    kw.setdefault("interpreter", True)
+    return EvalRequest(op="scale_add", source=source, shapes=SHAPES, hardware=load_hardware("h200"), **kw)
+
+
+def test_honest_candidate_is_accepted_with_its_environment(op_dir):
+    res = evaluate(request(candidate()), operator_dir=op_dir)
+    assert res.accepted, res.reasons
+    assert res.failed_stage is None and res.interpreter
+    assert [r.id for r in res.visible_shapes()] == ["small", "odd"]
+    assert all(r.max_abs_err is not None and r.max_abs_err <= 1e-5 for r in res.visible_shapes())
+    env = res.environment
+    assert env["interpreter"] is True and env["gpu"] and env["torch"] and env["triton"]
+    assert env["network_namespace"] == network_namespace_support()[0]
+
+
+def test_os_exit_zero_is_a_rejection_naming_the_cause(op_dir):
+    res = evaluate_unlinted(request(candidate("import os\nos._exit(0)")), operator_dir=op_dir)
+    assert not res.accepted and res.failed_stage == "compile"
+    assert "exited with code 0 before reporting" in res.reasons[0]
+
+
+def test_raise_system_exit_is_a_rejection(op_dir):
+    res = evaluate_unlinted(request(candidate("raise SystemExit(3)")), operator_dir=op_dir)
+    assert not res.accepted
+    assert "SystemExit" in res.reasons[0] and "not allowed" in res.reasons[0]
+
+
+def test_exception_names_the_type_and_the_candidate_line(op_dir):
+    res = evaluate(request(candidate("raise ValueError(\"boom at launch\")")), operator_dir=op_dir)
+    assert not res.accepted and res.failed_stage == "compile"
+    assert "ValueError: boom at launch" in res.reasons[0]
+    assert "candidate.py line" in res.reasons[0]
+
+
+def test_sigkill_is_a_rejection_and_the_next_evaluation_is_unaffected(op_dir):
+    res = evaluate_unlinted(request(candidate("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")),
+                            operator_dir=op_dir)
+    assert not res.accepted
+    assert "killed by signal SIGKILL" in res.reasons[0]
+    again = evaluate(request(candidate()), operator_dir=op_dir)
+    assert again.accepted, again.reasons
+
+
+def _alive(pid: int) -> bool:
+    """True for a live process; a zombie (killed, not yet reaped by init) counts as dead."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_hang_times_out_and_kills_the_whole_process_group(op_dir):
+    inject = ("import subprocess\n"
+              "child = subprocess.Popen(['sleep', '600'])\n"
+              "print('GRANDCHILD', child.pid, flush=True)\n"
+              "while True:\n"
+              "    pass")
+    t0 = time.monotonic()
+    res = evaluate_unlinted(request(candidate(inject), timeout_s=20.0), operator_dir=op_dir)
+    assert time.monotonic() - t0 < 60
+    assert not res.accepted and res.failed_stage == "compile"
+    assert "timed out after 20 s (whole process group killed)" in res.reasons[0]
+    pid = int(res.stdout_tail.split("GRANDCHILD")[1].split()[0])
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid), f"grandchild {pid} survived the process-group kill"
+
+
+def test_stdout_flood_is_truncated_to_a_tail(op_dir):
+    res = evaluate(request(candidate("print('x' * 200000)\nprint('END OF FLOOD')")), operator_dir=op_dir)
+    assert res.accepted, res.reasons
+    assert len(res.stdout_tail) <= TAIL_BYTES + 100
+    assert res.stdout_tail.startswith("[... ") and "truncated" in res.stdout_tail.splitlines()[0]
+    assert res.stdout_tail.rstrip().endswith("END OF FLOOD")
+
+
+def test_garbage_on_the_private_pipe_is_a_protocol_violation(op_dir):
+    inject = ("import os, sys\n"
+              "fd = int(sys.argv[sys.argv.index('--replies') + 1])\n"
+              "os.write(fd, b'not a frame at all, just bytes' * 4)")
+    res = evaluate_unlinted(request(candidate(inject)), operator_dir=op_dir)
+    assert not res.accepted
+    assert "protocol violation" in res.reasons[0]
+
+
+def test_environment_secrets_do_not_reach_the_worker(op_dir, monkeypatch):
+    monkeypatch.setenv("AKA_TEST_SECRET_API_KEY", "sk-do-not-leak")
+    inject = "import os\nprint('SECRET=' + str(os.environ.get('AKA_TEST_SECRET_API_KEY')), flush=True)"
+    res = evaluate_unlinted(request(candidate(inject)), operator_dir=op_dir)
+    assert res.accepted, res.reasons
+    assert "SECRET=None" in res.stdout_tail and "sk-do-not-leak" not in res.stdout_tail
+
+
+@pytest.mark.skipif(not network_namespace_support()[0], reason="unshare -n does not work on this machine")
+def test_worker_has_no_network(op_dir):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    seen = []
+
+    def accept():
+        end = time.monotonic() + 60
+        while time.monotonic() < end and not seen:
+            try:
+                conn, _ = server.accept()
+                seen.append(conn)
+            except OSError:
+                continue
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    # Connected: return garbage (so a leak shows as a rejection). Unreachable: compute honestly.
+    inject = ("import socket\n"
+              "try:\n"
+              f"    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+              "    y = x\n"
+              "except OSError as e:\n"
+              "    print('NETWORK', e, flush=True)")
+    try:
+        res = evaluate_unlinted(request(candidate(inject)), operator_dir=op_dir)
+    finally:
+        thread.join(timeout=1)
+        server.close()
+    assert res.environment["network_namespace"] is True and res.environment["worker_loopback"] == "up"
+    assert res.accepted, res.reasons
+    assert not seen, "the worker reached a socket on the host's loopback"
+    assert "NETWORK" in res.stdout_tail
+
+
+def test_network_namespace_can_be_turned_off_and_says_so(op_dir):
+    res = evaluate(request(candidate(), network_namespace=False), operator_dir=op_dir)
+    assert res.accepted, res.reasons
+    assert res.environment["network_namespace"] is False
+    assert "disabled" in res.environment["network_namespace_note"]
+
+
+def test_describe_exit_and_tail(tmp_path):
+    assert "SIGSEGV" in describe_exit(-11) and "out-of-bounds" in describe_exit(-11)
+    assert "code 0" in describe_exit(0) and "code 3" in describe_exit(3)
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"a" * 10000 + b"LAST LINE")
+    t = tail(p)
+    assert t.endswith("LAST LINE") and "truncated" in t and len(t) < TAIL_BYTES + 100
+    p.write_bytes(b"short")
+    assert tail(p) == "short"
+    assert tail(tmp_path / "missing.txt") == ""
+
+
+def test_bad_requests_raise_usage_errors(op_dir):
+    with pytest.raises(ValueError, match="trials"):
+        evaluate(request(candidate(), trials=0), operator_dir=op_dir)
+    with pytest.raises(ValueError, match="baseline"):
+        evaluate(request(candidate(), baseline="fast"), operator_dir=op_dir)
+    with pytest.raises(ValueError, match="empty candidate"):
+        evaluate(request(""), operator_dir=op_dir)
+    with pytest.raises(ValueError, match="dsl_threshold"):
+        evaluate(request(candidate(), dsl_threshold=90), operator_dir=op_dir)
