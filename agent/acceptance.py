@@ -141,5 +141,5 @@ def correctness_only_decision(candidate_sha: str, incumbent_sha: str, accept_cor
     if accept_correct:
         return Decision(True, RULE_INTERPRETER, "passed every gate; untimed (interpreter), accepted on correctness "
                                                 "alone because acceptance.untimed=accept-correct")
-    return Decision(False, RULE_INTERPRETER, "passed every gate, but the interpreter does not time kernels: nothing "
-                                             "shows it beats the incumbent, which stays (run on a GPU to compare)")
+    return Decision(False, RULE_INTERPRETER, "untimed under the interpreter, so nothing shows it beats the incumbent "
+                                             "(run on a GPU to compare)")

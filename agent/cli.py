@@ -130,9 +130,7 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     if interpreter:
         typer.secho(f"note: {__import__('agent.report', fromlist=['x']).INTERPRETER_NOTE}", fg="yellow", err=True)
 
-    from rich.console import Console
-
-    from agent.report import rescore, shape_table
+    from agent.report import console as make_console, rescore, shape_table
     from sandbox import EvalRequest, evaluate
     s = cfg.sandbox
     result = evaluate(EvalRequest(op=op, source="" if baseline else path.read_text(), shapes=chosen,
@@ -142,7 +140,7 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
                                   require_features=s.require_features, baseline=baseline,
                                   network_namespace=s.network_namespace,
                                   gpu_memory_fraction=s.gpu_memory_fraction))
-    console = Console()
+    console = make_console()
     what = f"baseline {baseline}" if baseline else str(path)
     console.print(shape_table(result, f"{op} [{shape_set}] {what} — ceilings: {primary.name} {primary.source}"))
     if result.s_i is not None:
@@ -208,11 +206,7 @@ def _mount() -> None:
     app.command("optimize")(optimize)
 
 
-try:
-    _mount()
-except ModuleNotFoundError as e:  # TODO(lead): remove once every sub-command module has landed
-    if not (e.name or "").startswith("agent.cli_"):
-        raise
+_mount()
 
 
 def main() -> None:

@@ -155,8 +155,10 @@ def optimize(
     progress = Progress()
     if interpreter:
         from agent.report import INTERPRETER_NOTE
-        progress.message(f"note: {INTERPRETER_NOTE}; acceptance falls back to correctness only "
-                         f"(agent/acceptance.py)")
+        keep = cfg.acceptance.untimed == "keep-incumbent"
+        progress.message(f"note: {INTERPRETER_NOTE}; " + ("correct candidates are recorded but none can be shown "
+                         "faster, so the seed stays the incumbent" if keep else "acceptance.untimed=accept-correct: "
+                         "correct candidates are accepted without timing") + " (agent/acceptance.py)")
     if cfg.acceptance.repeats < 3:
         progress.message(f"warning: acceptance.repeats={cfg.acceptance.repeats}; fewer than 3 A/B pairs "
                          f"cannot tell a gain from noise well (agent/acceptance.py)")

@@ -40,6 +40,15 @@ def rescore(result: EvalResult, hw: Hardware, t_floor_us: float | None = None) -
     return Rescored(f"{hw.name} {hw.source}", {s.id: s.attainment for s in scores}, s_i)
 
 
+def console():
+    """A rich console that stays wide enough for the tables when output goes to a file or a pipe."""
+    import shutil
+
+    from rich.console import Console
+    c = Console()
+    return c if c.is_terminal else Console(width=max(shutil.get_terminal_size((160, 24)).columns, 160))
+
+
 def _fmt(v: float | None, spec: str = ".2f") -> str:
     return "-" if v is None else format(v, spec)
 
@@ -53,8 +62,8 @@ def shape_table(result: EvalResult, title: str):
     for r in result.shapes:
         dims = " ".join(f"{k}={v}" for k, v in r.dims.items())
         status = "ok" if r.error is None else r.error[:60]
-        if r.holdout:
-            table.add_row("(hold-out)", dims, "-", "-", "-", "-", "-", "-", _fmt(r.rel_l2, ".1e"), status)
+        if r.holdout:   # hidden shapes: their dims are never printed (logs end up in prompts)
+            table.add_row("(hold-out)", "(hidden)", "-", "-", "-", "-", "-", "-", _fmt(r.rel_l2, ".1e"), status)
             continue
         table.add_row(r.id, dims, _fmt(r.weight, ".3f"), _fmt(r.t_us), _fmt(r.t_eager_us), _fmt(r.t_roof_us),
                       _fmt(r.attainment), r.bound or "-", _fmt(r.rel_l2, ".1e"),

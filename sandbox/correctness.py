@@ -191,20 +191,49 @@ def compare(out, ref, tol: Tolerance) -> ErrorStats:
 
 
 # ---- input integrity ---------------------------------------------------------------------------
-def tensor_digest(t) -> str:
-    """blake2b of a tensor's dtype, shape, strides, offset and bytes: any in-place edit or restride changes it."""
+def tensor_digest(t, key: int = 0) -> str:
+    """A digest of a tensor's dtype, shape, strides, offset and bytes: any in-place edit or restride changes it.
+
+    CPU tensors: blake2b of the bytes. CUDA tensors: keyed weighted sums computed on the device, because
+    copying expert weights (2.8 GB for DeepSeek-V3's MoE layer) to the host and hashing them there took
+    seconds a trial on the H200. The weights come from `key` (the trial's secret seed), so an edit that
+    keeps the sums cannot be planned without knowing it."""
     import torch
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{t.dtype}|{tuple(t.shape)}|{tuple(t.stride())}|{t.storage_offset()}|".encode())
     flat = t.detach().contiguous().reshape(-1)
     if flat.numel():
-        h.update(memoryview(flat.view(torch.uint8).cpu().numpy()))
+        raw = flat.view(torch.uint8)
+        if raw.is_cuda:
+            h.update(_device_checksum(raw, key).tobytes())
+        else:
+            h.update(memoryview(raw.numpy()))
     return h.hexdigest()
 
 
-def input_digests(inputs: dict[str, Any]) -> dict[str, str]:
+_CHECKSUM_CHUNK = 1 << 26       # words per pass: bounds the temporaries to about 1.5 GB
+
+
+def _device_checksum(raw, key: int):
+    """Three 64-bit sums of the tensor's 32-bit words (uint8 when the size is not a multiple of 4), each
+    word times a pseudo-random 64-bit multiplier of its position and the key; products and sums wrap mod
+    2^64, which is exact and deterministic on the GPU."""
     import torch
-    return {k: tensor_digest(v) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
+    mix = (int(key) * 0x2545F4914F6CDD1D + 0x632BE59BD9B4E019) & ((1 << 62) - 1)
+    sums = []
+    for start in range(0, words.numel(), _CHECKSUM_CHUNK):
+        w = words[start:start + _CHECKSUM_CHUNK].to(torch.int64)
+        pos = torch.arange(start, start + w.numel(), device=w.device, dtype=torch.int64)
+        m = (pos + mix) * 0x5851F42D4C957F2D
+        m = m ^ (m >> 29)
+        sums.append(torch.stack([w.sum(), (w * m).sum(), (w * (m >> 17 | 1)).sum()]))
+    return torch.stack(sums).sum(0).cpu().numpy()
+
+
+def input_digests(inputs: dict[str, Any], key: int = 0) -> dict[str, str]:
+    import torch
+    return {k: tensor_digest(v, key) for k, v in inputs.items() if isinstance(v, torch.Tensor)}
 
 
 def digest_mismatches(expected: dict[str, str], got: dict[str, Any]) -> list[str]:

@@ -312,7 +312,7 @@ class _Evaluation(GpuGates):
                 return _HOLDOUT_PROBLEMS.get(header.get("problem_kind"), "the output was rejected")
             return str(header["problem"])
         inputs = self.spec.make_inputs(dims, dtype, seed, self.device)
-        changed = cx.digest_mismatches(cx.input_digests(inputs), header.get("digests"))
+        changed = cx.digest_mismatches(cx.input_digests(inputs, seed), header.get("digests"))
         if changed:
             return (f"input(s) {', '.join(changed)} changed during the call (digest after the call differs): a "
                     f"candidate must not write into its inputs; allocate the output and any scratch space")

@@ -100,7 +100,17 @@ class Worker:
         device_name = self._set_device(msg["device"], float(msg.get("memory_fraction", 0.9)))
         baseline = msg.get("baseline")
         if baseline:
-            self.fn = self.spec.reference if baseline == "eager" else self.torch.compile(self.spec.reference)
+            # What a user would run instead (the operator's baseline(), else its reference), eager or compiled
+            # with torch.compile's defaults. The recompile limit is raised so that a shape set larger than
+            # dynamo's default cache (8) is not silently run eagerly.
+            fn = getattr(self.spec.module, "baseline", self.spec.reference)
+            if baseline == "compile":
+                import torch._dynamo
+                for knob in ("cache_size_limit", "recompile_limit"):
+                    if hasattr(torch._dynamo.config, knob):
+                        setattr(torch._dynamo.config, knob, 64)
+                fn = self.torch.compile(fn)
+            self.fn = fn
         else:
             self.candidate_path = msg["candidate_path"]
             self.fn = self._load_candidate(self.candidate_path, msg["op"])
@@ -190,7 +200,7 @@ class Worker:
                 problem = ("stream", "the output changed after the call returned: work on a side stream was not "
                            "ordered with the caller's stream (a serving engine would read an unfinished result)")
             header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
-                      "problem_kind": problem and problem[0], "digests": input_digests(inputs)}
+                      "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed)}
             payload = b""
             if problem is None:
                 data = (snapshot if snapshot is not None else out).detach().contiguous().reshape(-1)

@@ -15,22 +15,32 @@ import datetime
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = (("seed", []), ("eager", ["--baseline", "eager"]), ("compile", ["--baseline", "compile"]))
 
 
-def run_bench(op: str, extra: list[str], shape_set: str, json_path: Path, log) -> dict | None:
+def run_bench(op: str, extra: list[str], shape_set: str, json_path: Path, log, timeout_s: float) -> dict | None:
     cmd = [sys.executable, "-m", "agent.cli", "bench", "--op", op, "--shape-set", shape_set,
            "--json", str(json_path), *extra]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-    log.write(f"$ {' '.join(cmd)}\n(exit {proc.returncode})\n{proc.stdout}\n{proc.stderr[-4000:]}\n")
+    t0 = time.time()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, out, err = "timeout", _text(e.stdout), _text(e.stderr) + f"\n(killed after {timeout_s:g} s)"
+    log.write(f"$ {' '.join(cmd)}\n(exit {rc}, {time.time() - t0:.0f} s)\n{out}\n{err[-4000:]}\n")
     log.flush()
-    if proc.returncode == 2 or not json_path.is_file():
-        print(f"  {op} {' '.join(extra) or 'seed'}: no result (exit {proc.returncode}); see log", flush=True)
+    print(f"  {op} {' '.join(extra) or 'seed'}: exit {rc} in {time.time() - t0:.0f} s", flush=True)
+    if rc == 2 or not json_path.is_file():
         return None
     return json.loads(json_path.read_text())
+
+
+def _text(b) -> str:
+    return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
 
 
 def environment_lines(records: list[dict]) -> list[str]:
@@ -40,6 +50,13 @@ def environment_lines(records: list[dict]) -> list[str]:
 
 def fmt(v, spec=".2f"):
     return "-" if v is None else format(v, spec)
+
+
+def _t(row: dict) -> str:
+    """A row's scored time, marked when it is not graph replay (a call that syncs with the host)."""
+    t = fmt(row.get("t_us"))
+    mode = row.get("timing_mode")
+    return t if mode in (None, "graph") or t == "-" else f"{t} ({mode})"
 
 
 def op_section(op: str, runs: dict[str, dict | None]) -> list[str]:
@@ -56,8 +73,8 @@ def op_section(op: str, runs: dict[str, dict | None]) -> list[str]:
     for kind in ("eager", "compile"):
         r = runs.get(kind)
         lines.append(f"S_i ({kind}) = {fmt(r.get('s_i') if r else None, '.3f')}")
-    lines += ["", "| shape | phase-ish dims | T_roof us | seed us (graph) | seed eager us | attain | bound | "
-                  "torch eager us | torch.compile us | seed / eager | seed / compile |",
+    lines += ["", "| shape | dims | T_roof us | seed us | seed eager-launch us | attain | bound | "
+                  "PyTorch eager us | torch.compile us | PyTorch eager / seed | torch.compile / seed |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     rows = {kind: {s["id"]: s for s in (r or {}).get("shapes", []) if not s.get("holdout")} for kind, r in runs.items()}
     for s in seed["shapes"]:
@@ -68,9 +85,9 @@ def op_section(op: str, runs: dict[str, dict | None]) -> list[str]:
         sp_e = e.get("t_us") / s["t_us"] if e.get("t_us") and s.get("t_us") else None
         sp_c = c.get("t_us") / s["t_us"] if c.get("t_us") and s.get("t_us") else None
         dims = " ".join(f"{k}={v}" for k, v in s["dims"].items())
-        lines.append(f"| {s['id']} | {dims} | {fmt(s.get('t_roof_us'))} | {fmt(s.get('t_us'))} | "
+        lines.append(f"| {s['id']} | {dims} | {fmt(s.get('t_roof_us'))} | {_t(s)} | "
                      f"{fmt(s.get('t_eager_us'))} | {fmt(s.get('attainment'))} | {s.get('bound') or '-'} | "
-                     f"{fmt(e.get('t_us'))} | {fmt(c.get('t_us'))} | {fmt(sp_e)}x | {fmt(sp_c)}x |")
+                     f"{_t(e)} | {_t(c)} | {fmt(sp_e)}x | {fmt(sp_c)}x |")
     return lines + [""]
 
 
@@ -80,6 +97,8 @@ def main() -> int:
     ap.add_argument("--ops", default="", help="comma-separated operators (default: all)")
     ap.add_argument("--shape-set", default="hot")
     ap.add_argument("--work", type=Path, default=None, help="where JSON records and the log go (default: beside --out)")
+    ap.add_argument("--kinds", default="seed,eager,compile", help="which of seed, eager, compile to run")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds for one aka bench")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from benchmarks.registry import list_operators
@@ -90,13 +109,16 @@ def main() -> int:
     with open(work / "log.txt", "w") as log:
         for op in ops:
             print(f"{op} ...", flush=True)
-            all_runs[op] = {kind: run_bench(op, extra, args.shape_set, work / f"{op}_{kind}.json", log)
-                            for kind, extra in KINDS}
+            all_runs[op] = {kind: run_bench(op, extra, args.shape_set, work / f"{op}_{kind}.json", log, args.timeout)
+                            for kind, extra in KINDS if kind in args.kinds.split(",")}
     records = [r for runs in all_runs.values() for r in runs.values() if r]
     lines = [f"# Seed kernels on the GPU ({datetime.date.today().isoformat()})", "",
              f"Command: `python3 benchmarks/scripts/measure_seeds.py --out {args.out} --shape-set {args.shape_set}`", "",
              "Timing: CUDA-graph replay, L2 flushed, input sets rotated, median (the score's T); the eager-launch "
-             "time beside it. Baselines are the PyTorch reference of each operator, eager and under torch.compile.", "",
+             "time beside it. Baselines are what a user would run instead (each operator's `baseline()`: e.g. "
+             "`a @ b.T` in bf16 for gemm, the per-expert loop for fused_moe), eager and under torch.compile, "
+             "timed the same way; a call that syncs with the host cannot be graph-captured and is timed with "
+             "eager launches (marked). Ratios > 1 mean the seed is faster.", "",
              "Environment:", *environment_lines(records), ""]
     for op, runs in all_runs.items():
         lines += op_section(op, runs)

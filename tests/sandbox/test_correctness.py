@@ -238,3 +238,23 @@ def test_poisoned_allocations_fill_torch_empty_and_restore_the_mode():
         assert torch.isnan(torch.empty_like(torch.ones(7, dtype=torch.bfloat16))).all()
         assert (torch.empty(4, dtype=torch.int32) == 2 ** 31 - 1).all()
     assert (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory) == before
+
+
+def test_device_checksum_sees_any_single_edit_and_depends_on_the_key():
+    """The GPU path of the input digest (weighted sums computed where the tensor lives), run here on CPU
+    tensors: the same arithmetic, so it must notice a one-element edit, a swap, and a different key."""
+    import torch
+    x = torch.randn(4099, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    raw = x.view(torch.uint8)
+    base = cx._device_checksum(raw, key=7)
+    assert (cx._device_checksum(raw.clone(), key=7) == base).all()
+    y = x.clone()
+    y[1234] = y[1234] + 1
+    assert not (cx._device_checksum(y.view(torch.uint8), key=7) == base).all()
+    z = x.clone()
+    z[[10, 11]] = z[[11, 10]]                     # a swap keeps the plain sum, not the weighted ones
+    if not torch.equal(z, x):
+        assert not (cx._device_checksum(z.view(torch.uint8), key=7) == base).all()
+    assert not (cx._device_checksum(raw, key=8) == base).all()
+    words = torch.arange(12, dtype=torch.int32).view(torch.uint8)   # a multiple of 4 bytes: 32-bit words
+    assert cx._device_checksum(words, key=1).shape == (3,)
