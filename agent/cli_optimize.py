@@ -50,6 +50,10 @@ class KnowledgeRetriever:
         query = build_query(contract.name, result.to_json() if result is not None else None, diagnoses, None)
         return retrieve_for_prompt(self.kb, query, self.k.k, self.k.token_budget, self.k.hide_provenance)
 
+    def remember(self, op, source, sha256, meta):
+        from agent.retrieval import add_accepted
+        add_accepted(self.kb, op, source, sha256, meta)
+
 
 def _knowledge(cfg, say):
     """(retriever for the loop, knowledge base or None). A missing or broken knowledge base costs a

@@ -39,12 +39,18 @@ FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
 class Retriever(Protocol):
     def snippets(self, contract: OperatorContract, result: EvalResult | None, feedback: str) -> tuple[Snippet, ...]: ...
 
+    def remember(self, op: str, source: str, sha256: str, meta: dict) -> None:
+        """An accepted kernel joins the knowledge base's reference layer (the base grows as aka works)."""
+
 
 class NoRetrieval:
     """Retrieval off (the default in tests, and when the knowledge base is unavailable)."""
 
     def snippets(self, contract, result, feedback) -> tuple[Snippet, ...]:
         return ()
+
+    def remember(self, op, source, sha256, meta) -> None:
+        pass
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,8 @@ class Loop:
             rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, why)
             return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[why]),
                                 Decision(False, "duplicate", why), sha, evaluated=False)
+        if not st.interpreter and hasattr(self.proposer, "prefetch"):
+            self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times this one
         self._show(it, "evaluating")
         result, _ = self._evaluate(proposal.source, sha, "candidate", it, full=True)
         decision = self._decide(result, proposal.source, sha, it)
@@ -164,6 +172,11 @@ class Loop:
         if decision.accept:
             st.incumbent_source, st.incumbent_sha, st.incumbent_result, st.incumbent_score = (
                 proposal.source, sha, result, score)
+            try:
+                self.retriever.remember(self.plan.op, proposal.source, sha, {"run": self.run_id, "iteration": it,
+                                                                             "score": score})
+            except Exception as e:   # the knowledge base is an aid; the kernel is already safe on disk
+                self.progress.message(f"could not add the accepted kernel to the knowledge base ({e}); continuing")
 
     # ---- parts ---------------------------------------------------------------------------
     def _context(self, it: int) -> ProposalContext:
@@ -343,6 +356,11 @@ class Loop:
 
     def _end(self, reason: str) -> Outcome:
         st = self.st
+        if hasattr(self.proposer, "close"):
+            try:
+                self.proposer.close()
+            except Exception as e:
+                self.progress.message(f"proposer.close raised {type(e).__name__}: {e}; ignored")
         used = self._tick()
         s_i = median_attainment(st.incumbent_result)
         self.audit.append(self.run_id, "run_end", {"reason": reason, "used": used.to_json(), "score": st.incumbent_score,

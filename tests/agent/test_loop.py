@@ -418,3 +418,22 @@ def test_gpu_run_uses_interleaved_ab_and_times_the_baselines(tmp_path):
     perf = performance_markdown(load_run(audit, "run-1"))
     assert "eager (us)" in perf and "compile (us)" in perf and "Interpreter run" not in perf
     assert audit.verify().ok
+
+
+def test_an_accepted_kernel_joins_the_knowledge_base(tmp_path):
+    """The base grows as aka works: on acceptance the kernel is indexed in the reference layer, where the
+    search proposer finds alternatives for the operator (a real keyword-only knowledge base on disk)."""
+    from agent.cli_optimize import KnowledgeRetriever
+    from knowledge.kb import KnowledgeBase
+    from sandbox import evaluate as sandbox_evaluate
+    c = make_candidates(tmp_path / "cands")
+    kb = KnowledgeBase(tmp_path / "kb", vectors=False)
+    cfg = config(tmp_path)
+    p = plan()
+    loop = Loop(p, cfg, RecordingProposer([str(c["faster.py"]), str(c["wrong.py"])]), Audit(cfg.audit_db),
+                contract_for(load_operator(OP), p.shapes), "run-1", evaluate=sandbox_evaluate,
+                retriever=KnowledgeRetriever(kb, cfg), progress=Progress(live=False))
+    loop.run()
+    texts = [f.text for f in kb.reference_files(OP)]
+    assert c["faster.py"].read_text() in texts            # accepted at iteration 1
+    assert c["wrong.py"].read_text() not in texts         # rejected at correctness: never indexed
