@@ -1,7 +1,7 @@
 """`aka optimize`: improve an operator's kernel unattended, recording everything in the audit trail.
 
     aka optimize --op rms_norm --shape-set hot                       # offline search proposer
-    aka optimize --op fused_moe --model anthropic/claude-sonnet-4-5  # an LLM proposes
+    aka optimize --op fused_moe --model anthropic/claude-sonnet-4-6  # an LLM proposes
     aka optimize --op rms_norm --proposer scripted --script a.py --script b.py
     aka optimize --resume rms_norm-20261129-191700-ab12 --iterations 40
 
@@ -94,7 +94,7 @@ def _proposer(name: str, model: str | None, script: list[str], skip: int, cfg, s
         except FileNotFoundError as e:
             raise _usage(str(e))
     if name == "llm" and not model:
-        raise _usage("--proposer llm needs --model PROVIDER/MODEL, e.g. --model anthropic/claude-sonnet-4-5")
+        raise _usage("--proposer llm needs --model PROVIDER/MODEL, e.g. --model anthropic/claude-sonnet-4-6")
     from agent.proposers import make_proposer
     kwargs = {"cfg": cfg, "seed": seed}
     if name == "llm":

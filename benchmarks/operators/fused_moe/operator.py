@@ -10,6 +10,7 @@ from functools import lru_cache
 
 import torch
 
+from benchmarks.inputs import BYTES, is_pow2, not_pow2, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "fused_moe"
@@ -49,8 +50,6 @@ TOLERANCES = {
     "fp32": Tolerance(atol=1e-3, rtol=1e-3, rel_l2=1e-4),
 }
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 OUTLIER_SHARE = 0.002            # share of hidden channels that are outliers (at least one)
 OUTLIER_SCALE = (20.0, 100.0)    # outlier channels are N(0,1) times a scale drawn from this range
 # Router logits = N(0,1) noise per (token, expert) + a per-expert bias ~ N(0, ROUTER_SKEW^2) drawn per
@@ -66,12 +65,6 @@ HOLDOUT_MAX_T = 16384            # the large hold-out shape stays sane for one H
 _INTERP_MAX = {"T": 8, "H": 64, "I": 32, "E": 8}
 # Used by holdout_dims when shapes.yaml is not generated yet: Qwen3-30B-A3B decode and prefill.
 _FALLBACK_HOT = ({"T": 64, "H": 2048, "I": 768, "E": 128, "k": 8}, {"T": 4096, "H": 2048, "I": 768, "E": 128, "k": 8})
-
-
-def _torch_dtype(dtype: str) -> torch.dtype:
-    if dtype not in TORCH_DTYPES:
-        raise ValueError(f"{NAME}: dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}")
-    return TORCH_DTYPES[dtype]
 
 
 def _dims(dims) -> tuple[int, int, int, int, int]:
@@ -96,7 +89,7 @@ def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     """hidden ~ N(0,1) with outlier channels; w1 ~ N(0, 1/H) and w2 ~ N(0, 1/I) (trained layers' scale),
     so expert outputs are O(1) (tens on rows the outliers dominate), never zero; routing from route()."""
     T, H, I, E, k = _dims(dims)
-    tdt = _torch_dtype(dtype)
+    tdt = torch_dtype(NAME, dtype)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
     hidden = torch.randn(T, H, generator=gen, device=device, dtype=torch.float32)
@@ -132,7 +125,6 @@ def reference(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     return out.to(hidden.dtype)
 
 
-
 def baseline(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     """What a user runs instead: the per-expert PyTorch loop in the activation dtype (cuBLAS matmuls).
     It reads the routing on the host (nonzero), as such loops do, so it cannot be graph-captured."""
@@ -151,7 +143,7 @@ def baseline(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
 
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H, _, _, _ = _dims(dims)
-    _torch_dtype(dtype)
+    torch_dtype(NAME, dtype)
     return (T, H), dtype
 
 
@@ -187,7 +179,7 @@ def work(dims, dtype: str) -> tuple[dict[str, float], float]:
     D = expected_distinct_experts(T, E, k)), topk weights and ids (T*k*(4+4) bytes) and the output
     written once (T*H)."""
     T, H, I, E, k = _dims(dims)
-    _torch_dtype(dtype)
+    torch_dtype(NAME, dtype)
     b = BYTES[dtype]
     flops = 2.0 * T * k * (2 * I * H) + 2.0 * T * k * (I * H)
     distinct = expected_distinct_experts(T, E, k)
@@ -209,18 +201,10 @@ def interpreter_dims(dims) -> dict[str, int]:
     some experts get no token, as at the real shapes."""
     T, H, I, E, k = _dims(dims)
     if T > _INTERP_MAX["T"]:
-        T = 8 if _is_pow2(T) else (7 if T % 2 else 6)
+        T = 8 if is_pow2(T) else (7 if T % 2 else 6)
     E = min(E, _INTERP_MAX["E"])
     return {"T": T, "H": _scale_down(H, _INTERP_MAX["H"]), "I": _scale_down(I, _INTERP_MAX["I"]),
             "E": E, "k": min(k, max(1, E // 2))}
-
-
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def _not_pow2(n: int) -> int:
-    return n if not _is_pow2(n) else n + 1
 
 
 def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
@@ -242,10 +226,10 @@ def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
     ragged_I = ragged["I"] - 8 if ragged["I"] > 16 else ragged["I"] + 8
     return [
         at(rng.choice([3, 5, 7, 9, 11, 13])),
-        at(_not_pow2(rng.randrange(17, 256))),
+        at(not_pow2(rng.randrange(17, 256))),
         {**ragged, "T": 2 * rng.randrange(8, 128) + 1, "I": ragged_I},
-        at(_not_pow2(rng.randrange(300, 3000))),
-        at(_not_pow2(big_T)),
+        at(not_pow2(rng.randrange(300, 3000))),
+        at(not_pow2(big_T)),
     ]
 
 

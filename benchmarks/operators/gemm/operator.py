@@ -10,6 +10,7 @@ from collections import Counter
 
 import torch
 
+from benchmarks.inputs import BYTES, not_pow2, outlier_activations, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "gemm"
@@ -42,8 +43,6 @@ TOLERANCES = {
     "fp32": Tolerance(atol=1e-3, rtol=1e-3, rel_l2=1e-4),
 }
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 OUTLIER_SHARE = 0.002            # share of input channels that are outliers (at least one)
 OUTLIER_SCALE = (20.0, 100.0)    # outlier channels are N(0,1) times a scale drawn from this range
 HOLDOUT_MAX_M = 16384            # the large hold-out shape stays sane for one H200 (memory, minutes)
@@ -53,12 +52,6 @@ _INTERP_CAP = 64                 # M, N, K under the interpreter (a 64x64x64 fp3
 _FALLBACK_HOT = ({"M": 64, "N": 6144, "K": 4096}, {"M": 4096, "N": 4096, "K": 14336})
 
 
-def _torch_dtype(dtype: str) -> torch.dtype:
-    if dtype not in TORCH_DTYPES:
-        raise ValueError(f"{NAME}: dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}")
-    return TORCH_DTYPES[dtype]
-
-
 def _dims(dims) -> tuple[int, int, int]:
     M, N, K = int(dims["M"]), int(dims["N"]), int(dims["K"])
     if min(M, N, K) < 1:
@@ -66,24 +59,14 @@ def _dims(dims) -> tuple[int, int, int]:
     return M, N, K
 
 
-def _activations(rows: int, cols: int, gen: torch.Generator, device) -> torch.Tensor:
-    """N(0,1) activations in fp32 with a few outlier channels scaled 20-100x, as real LLM activations have."""
-    x = torch.randn(rows, cols, generator=gen, device=device, dtype=torch.float32)
-    n_out = max(1, round(OUTLIER_SHARE * cols))
-    channels = torch.randperm(cols, generator=gen, device=device)[:n_out]
-    lo, hi = OUTLIER_SCALE
-    x[:, channels] *= lo + (hi - lo) * torch.rand(n_out, generator=gen, device=device, dtype=torch.float32)
-    return x
-
-
 def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     """a ~ N(0,1) with outlier channels; b ~ N(0, 1/K) (a trained linear layer's scale), so outputs are
     O(1) (a few units on rows the outliers dominate), never zero."""
     M, N, K = _dims(dims)
-    tdt = _torch_dtype(dtype)
+    tdt = torch_dtype(NAME, dtype)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
-    a = _activations(M, K, gen, device).to(tdt)
+    a = outlier_activations(M, K, gen, device, OUTLIER_SHARE, OUTLIER_SCALE).to(tdt)
     # Drawn directly in the target dtype: a 57344x8192 weight in fp32 first would cost 1.9 GB more.
     b = torch.randn(N, K, generator=gen, device=device, dtype=tdt)
     b.mul_(K ** -0.5)
@@ -95,7 +78,6 @@ def reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a.to(acc) @ b.to(acc).T).to(a.dtype)
 
 
-
 def baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """What a user runs instead: torch.matmul in the operands' dtype (cuBLAS, fp32 accumulation)."""
     return a @ b.T
@@ -103,7 +85,7 @@ def baseline(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     M, N, _ = _dims(dims)
-    _torch_dtype(dtype)
+    torch_dtype(NAME, dtype)
     return (M, N), dtype
 
 
@@ -111,7 +93,7 @@ def work(dims, dtype: str) -> tuple[dict[str, float], float]:
     """W: 2*M*N*K (one multiply and one add per product), counted at the tensor-core peak of the dtype.
     Q: a, b read once and the output written once: (M*K + N*K + M*N) elements of the dtype."""
     M, N, K = _dims(dims)
-    _torch_dtype(dtype)
+    torch_dtype(NAME, dtype)
     b = BYTES[dtype]
     return {dtype: 2.0 * M * N * K}, float((M * K + N * K + M * N) * b)
 
@@ -128,14 +110,6 @@ def _scale_down(n: int, cap: int = _INTERP_CAP) -> int:
 def interpreter_dims(dims) -> dict[str, int]:
     M, N, K = _dims(dims)
     return {"M": _scale_down(M), "N": _scale_down(N), "K": _scale_down(K)}
-
-
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def _not_pow2(n: int) -> int:
-    return n if not _is_pow2(n) else n + 1
 
 
 def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
@@ -158,9 +132,9 @@ def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
         big_M = max_M + rng.randrange(1, 64)
     return [
         {"M": rng.choice([1, 3, 5, 7, 9]), "N": n1 - 2 * rng.randrange(1, 8) + 1, "K": k1 - rng.randrange(1, 16)},
-        {"M": _not_pow2(rng.randrange(17, 256)), "N": n2, "K": k2},
-        {"M": _not_pow2(rng.randrange(300, 3000)), "N": n3 + 16 * rng.randrange(1, 4), "K": k3 + 2 * rng.randrange(1, 8) + 1},
-        {"M": _not_pow2(big_M), "N": n4, "K": k4},
+        {"M": not_pow2(rng.randrange(17, 256)), "N": n2, "K": k2},
+        {"M": not_pow2(rng.randrange(300, 3000)), "N": n3 + 16 * rng.randrange(1, 4), "K": k3 + 2 * rng.randrange(1, 8) + 1},
+        {"M": not_pow2(big_M), "N": n4, "K": k4},
     ]
 
 

@@ -9,6 +9,7 @@ from collections import Counter
 
 import torch
 
+from benchmarks.inputs import is_pow2, not_pow2, outlier_activations, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "rms_norm"
@@ -37,18 +38,11 @@ TOLERANCES = {
     "fp32": Tolerance(atol=1e-5, rtol=1e-5, rel_l2=1e-5),
 }
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 DEFAULT_EPS = 1e-6
 OUTLIER_SHARE = 0.005            # share of channels that are outliers (at least one)
 OUTLIER_SCALE = (20.0, 100.0)    # outlier channels are N(0,1) times a scale drawn from this range
 
 _INTERP_MAX_T, _INTERP_MAX_H = 4, 256
-
-
-def _torch_dtype(dtype: str) -> torch.dtype:
-    if dtype not in TORCH_DTYPES:
-        raise ValueError(f"{NAME}: dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}")
-    return TORCH_DTYPES[dtype]
 
 
 def _dims(dims) -> tuple[int, int]:
@@ -58,23 +52,12 @@ def _dims(dims) -> tuple[int, int]:
     return T, H
 
 
-def _activations(rows: int, cols: int, gen: torch.Generator, device) -> torch.Tensor:
-    """N(0,1) activations in fp32 with a few outlier channels scaled 20-100x (as real LLM activations have)."""
-    x = torch.randn(rows, cols, generator=gen, device=device, dtype=torch.float32)
-    n_out = max(1, round(OUTLIER_SHARE * cols))
-    channels = torch.randperm(cols, generator=gen, device=device)[:n_out]
-    lo, hi = OUTLIER_SCALE
-    scales = lo + (hi - lo) * torch.rand(n_out, generator=gen, device=device, dtype=torch.float32)
-    x[:, channels] *= scales
-    return x
-
-
 def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     T, H = _dims(dims)
-    tdt = _torch_dtype(dtype)
+    tdt = torch_dtype(NAME, dtype)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
-    x = _activations(T, H, gen, device).to(tdt)
+    x = outlier_activations(T, H, gen, device, OUTLIER_SHARE, OUTLIER_SCALE).to(tdt)
     # Learned RMSNorm gains sit near 1; 1 + 0.1 N(0,1) is never zero in practice (a 10-sigma draw).
     weight = (1.0 + 0.1 * torch.randn(H, generator=gen, device=device, dtype=torch.float32)).to(tdt)
     return {"x": x, "weight": weight, "eps": DEFAULT_EPS}
@@ -84,7 +67,6 @@ def reference(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -
     xf = x.float()
     rstd = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
     return (xf * rstd * weight.float()).to(x.dtype)
-
 
 
 def baseline(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
@@ -97,7 +79,7 @@ def baseline(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) ->
 
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H = _dims(dims)
-    _torch_dtype(dtype)
+    torch_dtype(NAME, dtype)
     return (T, H), dtype
 
 
@@ -108,24 +90,15 @@ def work(dims, dtype: str) -> tuple[dict[str, float], float]:
     fp32 peak (the bf16 peak is a tensor-core number elementwise code cannot reach).
     Q: x read once and y written once (T*H elements each) plus weight read once (H elements)."""
     T, H = _dims(dims)
-    b = torch.empty(0, dtype=_torch_dtype(dtype)).element_size()
+    b = torch.empty(0, dtype=torch_dtype(NAME, dtype)).element_size()
     return {"fp32": 4.0 * T * H}, float(2 * T * H * b + H * b)
-
-
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def _not_pow2(n: int) -> int:
-    """n itself if it is not a power of two, else the nearest larger number that is not."""
-    return n if not _is_pow2(n) else (3 if n == 1 else n + 1)
 
 
 def _scale_down(n: int, limit: int, not_pow2_size: int) -> int:
     """n if it already fits; otherwise `limit` for powers of two and a non-power-of-two size for the rest."""
     if n <= limit:
         return n
-    return limit if _is_pow2(n) else not_pow2_size
+    return limit if is_pow2(n) else not_pow2_size
 
 
 def interpreter_dims(dims) -> dict[str, int]:
@@ -143,8 +116,8 @@ def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
     odd_near_hot = (rng.choice(hot_H) - 2 * rng.randrange(1, 32)) | 1
     return [
         {"T": rng.choice([3, 5, 7, 11, 13]), "H": max(odd_near_hot, 1)},
-        {"T": _not_pow2(rng.randrange(17, 2048)), "H": rng.choice(hot_H)},
-        {"T": _not_pow2(max_T + rng.randrange(1, max_T // 2 + 2)), "H": rng.choice(hot_H)},
+        {"T": not_pow2(rng.randrange(17, 2048)), "H": rng.choice(hot_H)},
+        {"T": not_pow2(max_T + rng.randrange(1, max_T // 2 + 2)), "H": rng.choice(hot_H)},
         {"T": rng.choice([1, 2, 5]), "H": max_H + 2 * rng.randrange(1, 64) + 1},
     ]
 

@@ -10,6 +10,7 @@ from collections import Counter
 
 import torch
 
+from benchmarks.inputs import is_pow2, not_pow2, outlier_activations, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "silu_and_mul"
@@ -35,18 +36,11 @@ TOLERANCES = {
     "fp32": Tolerance(atol=1e-5, rtol=1e-5, rel_l2=1e-5),
 }
 
-TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 OUTLIER_SHARE = 0.005            # share of channels that are outliers (at least one)
 OUTLIER_SCALE = (20.0, 100.0)    # outlier channels are N(0,1) times a scale drawn from this range
 MOE_EXPERT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 
 _INTERP_MAX_T, _INTERP_MAX_I = 4, 256
-
-
-def _torch_dtype(dtype: str) -> torch.dtype:
-    if dtype not in TORCH_DTYPES:
-        raise ValueError(f"{NAME}: dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}")
-    return TORCH_DTYPES[dtype]
 
 
 def _dims(dims) -> tuple[int, int]:
@@ -56,29 +50,17 @@ def _dims(dims) -> tuple[int, int]:
     return T, I
 
 
-def _activations(rows: int, cols: int, gen: torch.Generator, device) -> torch.Tensor:
-    """N(0,1) activations in fp32 with a few outlier channels scaled 20-100x (as real LLM activations have)."""
-    x = torch.randn(rows, cols, generator=gen, device=device, dtype=torch.float32)
-    n_out = max(1, round(OUTLIER_SHARE * cols))
-    channels = torch.randperm(cols, generator=gen, device=device)[:n_out]
-    lo, hi = OUTLIER_SCALE
-    scales = lo + (hi - lo) * torch.rand(n_out, generator=gen, device=device, dtype=torch.float32)
-    x[:, channels] *= scales
-    return x
-
-
 def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     T, I = _dims(dims)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
-    return {"x": _activations(T, 2 * I, gen, device).to(_torch_dtype(dtype))}
+    return {"x": outlier_activations(T, 2 * I, gen, device, OUTLIER_SHARE, OUTLIER_SCALE).to(torch_dtype(NAME, dtype))}
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
     I = x.shape[-1] // 2
     xf = x.float()
     return (torch.nn.functional.silu(xf[:, :I]) * xf[:, I:]).to(x.dtype)
-
 
 
 def baseline(x: torch.Tensor) -> torch.Tensor:
@@ -89,7 +71,7 @@ def baseline(x: torch.Tensor) -> torch.Tensor:
 
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, I = _dims(dims)
-    _torch_dtype(dtype)
+    torch_dtype(NAME, dtype)
     return (T, I), dtype
 
 
@@ -99,24 +81,15 @@ def work(dims, dtype: str) -> tuple[dict[str, float], float]:
     storage dtype, so W is counted against the fp32 peak.
     Q: x read once (T*2I elements) and the output written once (T*I elements)."""
     T, I = _dims(dims)
-    b = torch.empty(0, dtype=_torch_dtype(dtype)).element_size()
+    b = torch.empty(0, dtype=torch_dtype(NAME, dtype)).element_size()
     return {"fp32": 5.0 * T * I}, float(2 * T * I * b + T * I * b)
-
-
-def _is_pow2(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-def _not_pow2(n: int) -> int:
-    """n itself if it is not a power of two, else the nearest larger number that is not."""
-    return n if not _is_pow2(n) else (3 if n == 1 else n + 1)
 
 
 def _scale_down(n: int, limit: int, not_pow2_size: int) -> int:
     """n if it already fits; otherwise `limit` for powers of two and a non-power-of-two size for the rest."""
     if n <= limit:
         return n
-    return limit if _is_pow2(n) else not_pow2_size
+    return limit if is_pow2(n) else not_pow2_size
 
 
 def interpreter_dims(dims) -> dict[str, int]:
@@ -134,8 +107,8 @@ def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
     odd_near_hot = (rng.choice(hot_I) - 2 * rng.randrange(1, 32)) | 1
     return [
         {"T": rng.choice([3, 5, 7, 11, 13]), "I": max(odd_near_hot, 1)},
-        {"T": _not_pow2(rng.randrange(17, 2048)), "I": rng.choice(hot_I)},
-        {"T": _not_pow2(max_T + rng.randrange(1, max_T // 2 + 2)), "I": rng.choice(hot_I)},
+        {"T": not_pow2(rng.randrange(17, 2048)), "I": rng.choice(hot_I)},
+        {"T": not_pow2(max_T + rng.randrange(1, max_T // 2 + 2)), "I": rng.choice(hot_I)},
         {"T": rng.choice([1, 2, 5]), "I": max_I + 2 * rng.randrange(1, 64) + 1},
     ]
 
