@@ -1,13 +1,10 @@
 """gemm: work model by hand, inputs, hold-out and interpreter shapes, model occurrences, the seed kernel
 under the interpreter, its Hopper compilation (wgmma, no spills) and, on a GPU, at real sizes."""
 import importlib.util
-import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
+import hopper_compile
 import pytest
 import torch
 import yaml
@@ -224,44 +221,8 @@ def test_fp32_tolerance_rejects_tf32_products():
 
 
 # ---- Hopper compilation (no GPU needed) ------------------------------------------------------------
-# triton.compile cannot run in this process: with TRITON_INTERPRET=1 set at import, triton's own @jit
-# helpers (tl.cdiv, ...) are interpreter objects. A child process without it compiles for sm_90.
-_COMPILE_CHILD = r"""
-import importlib.util, json, subprocess, sys, tempfile
-from pathlib import Path
-import triton
-from triton.backends.compiler import GPUTarget
-job = json.load(sys.stdin)
-spec = importlib.util.spec_from_file_location("seed_for_hopper", job["seed"])
-seed = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(seed)
-cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-results = []
-for c in job["compiles"]:
-    fn = getattr(seed, c["kernel"])
-    const = c["constexprs"]
-    sig = {n: "constexpr" if n in const else c["types"].get(n, "i32") for n in fn.arg_names}
-    attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in c["aligned"] if n in fn.arg_names}
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=const, attrs=attrs)
-    k = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                       options={"num_warps": c["num_warps"], "num_stages": c["num_stages"]})
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(k.asm["cubin"]); f.flush()
-        usage = subprocess.run([str(cuobjdump), "--dump-resource-usage", f.name], capture_output=True,
-                               text=True, check=True).stdout
-    line = [ln.strip() for ln in usage.splitlines() if "REG:" in ln][0]
-    results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line})
-print(json.dumps(results))
-"""
-
-
 def compile_for_hopper(compiles: list[dict]) -> list[dict]:
-    """Compile seed kernels for sm_90 in a child process; per compile: wgmma in the PTX, cuobjdump's usage."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], input=json.dumps(
-        {"seed": str(SEED_PATH), "compiles": compiles}), capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return hopper_compile.compile_for_hopper(SEED_PATH, compiles)
 
 
 @pytest.mark.slow
