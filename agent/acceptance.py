@@ -143,3 +143,22 @@ def correctness_only_decision(candidate_sha: str, incumbent_sha: str, accept_cor
                                                 "alone because acceptance.untimed=accept-correct")
     return Decision(False, RULE_INTERPRETER, "untimed under the interpreter, so nothing shows it beats the incumbent "
                                              "(run on a GPU to compare)")
+
+
+REVIEW_SPEEDUP = 10.0   # a speedup this large over the incumbent on any shape is flagged for a person to review
+
+
+def review_flags(incumbent: EvalResult | None, candidate: EvalResult, limit: float = REVIEW_SPEEDUP) -> list[str]:
+    """Shapes on which the candidate beats the incumbent by more than `limit` times. Such a jump is more
+    often a broken measurement or a cheat than a kernel; it is still re-measured by the A/B rule in fresh
+    processes, and the record says so for review."""
+    if incumbent is None:
+        return []
+    before = {r.id: r.t_us for r in incumbent.visible_shapes() if r.t_us}
+    flags = []
+    for r in candidate.visible_shapes():
+        if r.t_us and before.get(r.id) and before[r.id] / r.t_us > limit:
+            flags.append(f"shape {r.id}: {before[r.id] / r.t_us:.1f}x faster than the incumbent "
+                         f"({before[r.id]:.2f} -> {r.t_us:.2f} us), above {limit:g}x: re-measured in fresh "
+                         f"processes (A/B) and flagged for review")
+    return flags

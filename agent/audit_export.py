@@ -85,9 +85,13 @@ def load_run(audit: Audit, run_id: str) -> RunView:
 
 # ---- the bundle's parts ---------------------------------------------------------------------
 def standalone_reference(operator_source: str) -> str:
-    """The operator file with its imports from aka replaced by inlined definitions."""
+    """The operator file with its imports from aka replaced by inlined definitions: Tolerance from
+    benchmarks.spec, and the whole of benchmarks.inputs (its helpers call each other; it needs only torch)."""
+    from benchmarks import inputs as inputs_module
     from benchmarks import spec as spec_module
-    inlinable = {("benchmarks.spec", "Tolerance"): inspect.getsource(spec_module.Tolerance)}
+    inlinable = {("benchmarks.spec", "Tolerance"): "from dataclasses import dataclass\n\n\n"
+                 + inspect.getsource(spec_module.Tolerance)}
+    whole_modules = {"benchmarks.inputs": _module_body(inspect.getsource(inputs_module))}
     tree = ast.parse(operator_source)
     lines = operator_source.splitlines(keepends=True)
     edits = []
@@ -97,18 +101,33 @@ def standalone_reference(operator_source: str) -> str:
                               f"standalone; import names from benchmarks.spec instead")
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in AKA_PACKAGES:
             parts = []
-            for alias in node.names:
-                code = inlinable.get((node.module, alias.name))
-                if code is None:
-                    raise ExportError(f"operator file line {node.lineno}: `from {node.module} import {alias.name}` "
-                                      f"has no standalone copy; add it to audit_export.standalone_reference")
-                parts.append(code + (f"\n{alias.asname} = {alias.name}\n" if alias.asname else ""))
-            edits.append((node.lineno, node.end_lineno, "from dataclasses import dataclass\n\n\n" + "\n".join(parts)))
+            if node.module in whole_modules:
+                parts.append(whole_modules[node.module])
+                parts += [f"{a.asname} = {a.name}\n" for a in node.names if a.asname]
+            else:
+                for alias in node.names:
+                    code = inlinable.get((node.module, alias.name))
+                    if code is None:
+                        raise ExportError(f"operator file line {node.lineno}: `from {node.module} import "
+                                          f"{alias.name}` has no standalone copy; add it to "
+                                          f"audit_export.standalone_reference")
+                    parts.append(code + (f"\n{alias.asname} = {alias.name}\n" if alias.asname else ""))
+            edits.append((node.lineno, node.end_lineno, "\n".join(parts)))
     for start, end, text in sorted(edits, reverse=True):
         lines[start - 1:end] = [f"# (inlined from aka for a standalone copy)\n{text}\n"]
     out = "".join(lines)
     ast.parse(out)
     return out
+
+
+def _module_body(source: str) -> str:
+    """A module's code without its docstring and `from __future__` imports (they must lead a file)."""
+    tree = ast.parse(source)
+    body = tree.body[1:] if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(
+        getattr(tree.body[0], "value", None), ast.Constant) else tree.body
+    lines = source.splitlines(keepends=True)
+    return "".join("".join(lines[n.lineno - 1:n.end_lineno]) + "\n" for n in body
+                   if not (isinstance(n, ast.ImportFrom) and n.module == "__future__"))
 
 
 def tuned_configs(source: str) -> Any:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, correctness_only_decision,
-                              measure_ab, median_attainment, run_score)
+                              measure_ab, median_attainment, review_flags, run_score)
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted
 from agent.memory import Memory, RunState, lesson, redact_holdout, restore, visible_per_shape
@@ -159,6 +159,9 @@ class Loop:
             self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times this one
         self._show(it, "evaluating")
         result, _ = self._evaluate(proposal.source, sha, "candidate", it, full=True)
+        for flag in review_flags(st.incumbent_result, result):
+            result.flags.append(flag)
+            self.progress.message(f"review: {flag}")
         decision = self._decide(result, proposal.source, sha, it)
         measured = [x for x in decision.candidate if math.isfinite(x)]
         score = statistics.median(measured) if measured else self.score(result)
@@ -269,7 +272,8 @@ class Loop:
             "record": dataclasses.asdict(rec), "source_sha256": sha or None, "usage": dataclasses.asdict(proposal.usage),
             "proposal": {"changed": proposal.changed, "why": proposal.why, "error": proposal.error,
                          "meta": proposal.meta},
-            "decision": decision.to_json(), "used": st.used.to_json(), "session": st.session}))
+            "decision": decision.to_json(), "flags": list(result.flags), "used": st.used.to_json(),
+            "session": st.session}))
         self.audit.append_many(items)
         st.memory.add(rec)
         if sha and not decision.accept:

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from agent.acceptance import (RULE_AB, RULE_INTERPRETER, ab_decision, correctness_only_decision, measure_ab,
+from agent.acceptance import (RULE_AB, RULE_INTERPRETER, ab_decision, correctness_only_decision, measure_ab, review_flags,
                               spread)
 from sandbox.verdict import EvalResult, ShapeResult
 
@@ -100,3 +100,15 @@ def test_measure_ab_interleaves_and_turns_failures_into_nan():
     assert c[0] == 0.7 and math.isnan(c[1]) and c[2] == 0.7
     assert [role for role, _ in results] == ["ab_incumbent", "ab_candidate"] * 3
     assert not ab_decision(a, c).accept
+
+
+def test_a_tenfold_speedup_over_the_incumbent_is_flagged_for_review():
+    def result(times):
+        return EvalResult(op="x", verdict="accepted", shapes=[
+            ShapeResult(id=i, dims={"T": 1}, dtype="bf16", weight=1.0, t_us=t) for i, t in times.items()] + [
+            ShapeResult(id="hidden", dims={"T": 3}, dtype="bf16", weight=0.0, t_us=0.001, holdout=True)])
+    inc = result({"a": 100.0, "b": 50.0})
+    flags = review_flags(inc, result({"a": 9.0, "b": 40.0}))
+    assert len(flags) == 1 and "shape a" in flags[0] and "11.1x" in flags[0]
+    assert review_flags(inc, result({"a": 11.0, "b": 6.0})) == []          # 9.1x and 8.3x: not flagged
+    assert review_flags(None, result({"a": 1.0})) == []                     # the seed has no incumbent
