@@ -131,7 +131,9 @@ def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
     if big_M <= max_M:          # hot shapes already at the cap: still exceed them, by a ragged amount
         big_M = max_M + rng.randrange(1, 64)
     return [
-        {"M": rng.choice([1, 3, 5, 7, 9]), "N": n1 - 2 * rng.randrange(1, 8) + 1, "K": k1 - rng.randrange(1, 16)},
+        # max(1, ...): hot N can be as small as a router's expert count (8)
+        {"M": rng.choice([1, 3, 5, 7, 9]), "N": max(1, n1 - 2 * rng.randrange(1, 8) + 1),
+         "K": max(1, k1 - rng.randrange(1, 16))},
         {"M": not_pow2(rng.randrange(17, 256)), "N": n2, "K": k2},
         {"M": not_pow2(rng.randrange(300, 3000)), "N": n3 + 16 * rng.randrange(1, 4), "K": k3 + 2 * rng.randrange(1, 8) + 1},
         {"M": not_pow2(big_M), "N": n4, "K": k4},
