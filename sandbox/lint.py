@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from sandbox import lint_policy as P
-from sandbox.lint_flow import TENSOR, Flow
+from sandbox.lint_flow import STATE, TENSOR, Flow
 from sandbox.lint_rules import BUILTIN_NAMES, ExpressionRules
 from sandbox.lint_scopes import Scope, ScopeBuilder
 
@@ -69,6 +69,14 @@ def _decorator_path(dec: ast.expr, aliases: dict[str, str]) -> str | None:
 def _is_kernel_def(node: ast.AST, aliases: dict[str, str]) -> bool:
     return isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
         _decorator_path(d, aliases) == "triton.jit" for d in node.decorator_list)
+
+
+def _mutates_in_place(node: ast.AugAssign) -> bool:
+    """Augmented assignments that update a container in place rather than rebinding a number."""
+    if isinstance(node.op, (ast.BitOr, ast.BitAnd, ast.BitXor, ast.Sub)):
+        return not isinstance(node.value, ast.Constant)
+    return isinstance(node.op, ast.Add) and isinstance(node.value, (ast.List, ast.Tuple, ast.ListComp, ast.Dict,
+                                                                   ast.Set, ast.DictComp, ast.SetComp))
 
 
 class _Linter(ExpressionRules, ast.NodeVisitor):
@@ -327,6 +335,13 @@ class _Linter(ExpressionRules, ast.NodeVisitor):
         if not self.in_kernel() and (self.taint(node.target) | self.taint(node.value)) & TENSOR:
             self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` updates a tensor with PyTorch arithmetic; "
                                             "compute it inside the kernel")
+        elif (not self.in_kernel() and not self.at_module_level() and isinstance(node.target, ast.Name)
+              and self.taint(node.target) & STATE and _mutates_in_place(node)):
+            # `store |= {...}` / `store += [...]` mutate a dict, set or list in place: through a parameter
+            # whose default is module-level state, that is a cache across calls. (`n += 1` on an int read
+            # from CONFIGS only rebinds a local and stays allowed.)
+            self.add(node, "global-state", f"`{ast.unparse(node)[:60]}` updates module-level state in place from "
+                                           "a function (a cache across calls); keep per-call data in locals")
         self.generic_visit(node)
 
     def visit_Try(self, node: ast.Try) -> None:

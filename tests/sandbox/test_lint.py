@@ -47,6 +47,7 @@ EXPECTED_CODES = {
     "lint_missing_function": {"missing-op"},
     "lint_module_alias": {"escape"},
     "lint_mutable_default_cache": {"global-state"},
+    "lint_default_arg_cache_update": {"global-state"},
     "lint_numpy_host": {"import"},
     "lint_os_exit": {"import"},
     "lint_patch_cuda_event": {"torch-cuda", "monkeypatch"},
