@@ -1,12 +1,12 @@
 """fused_moe: work model by hand, routing, hold-out and interpreter shapes, model occurrences, the seed's
 alignment and its result under the interpreter (odd sizes, T=1, idle experts, one shared expert set, both
 alignment paths, every tile size), its Hopper compilation (wgmma, no spills) and, on a GPU, real sizes."""
-import importlib.util
 import random
 from pathlib import Path
 
 import hopper_compile
 import pytest
+from op_helpers import assert_within, load_seed
 import torch
 import yaml
 
@@ -20,22 +20,9 @@ MODELS = yaml.safe_load((Path(op.__file__).resolve().parents[3] / "configs" / "m
 
 def _load_seed(**config_changes):
     """A fresh instance of the seed module, with CONFIGS entries replaced (the knobs a proposer rewrites)."""
-    spec = importlib.util.spec_from_file_location("fused_moe_seed_under_test", SEED_PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_seed(SEED_PATH, "fused_moe_seed_under_test")
     mod.CONFIGS.update(config_changes)
     return mod
-
-
-def _within(out, ref, tol):
-    """The contract's check: every |out - ref| <= atol + rtol*|ref| and rel_l2 <= tol.rel_l2."""
-    o, r = out.double(), ref.double()
-    assert out.shape == ref.shape and out.dtype == ref.dtype
-    assert torch.isfinite(o).all()
-    bad = ((o - r).abs() > tol.atol + tol.rtol * r.abs()).sum().item()
-    rel_l2 = ((o - r).norm() / r.norm()).item()
-    assert bad == 0 and rel_l2 <= tol.rel_l2, f"{bad} elements out of bound, rel_l2 {rel_l2:.2e} (limit {tol.rel_l2})"
-    return rel_l2
 
 
 # ---- work model --------------------------------------------------------------------------------
@@ -186,7 +173,7 @@ def _run(seed, dims, dtype, topk_ids=None):
         inp["topk_ids"] = topk_ids
     kept = {n: t.clone() for n, t in inp.items()}
     out = seed.fused_moe(**inp)
-    _within(out, op.reference(**kept), op.TOLERANCES[dtype])
+    assert_within(out, op.reference(**kept), op.TOLERANCES[dtype])
     assert all(torch.equal(inp[n], kept[n]) for n in inp), "the seed modified its inputs"
     return inp
 
@@ -302,7 +289,7 @@ def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
     seed = _load_seed()
     inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
     out = seed.fused_moe(**inp)
-    _within(out, op.reference(**inp), op.TOLERANCES["bf16"])
+    assert_within(out, op.reference(**inp), op.TOLERANCES["bf16"])
     assert torch.equal(out, seed.fused_moe(**inp)), "two calls on the same inputs differ"
 
 
@@ -324,5 +311,5 @@ def test_seed_is_cuda_graph_capturable(T):
         inp[name].copy_(fresh[name])
     graph.replay()
     torch.cuda.synchronize()
-    _within(captured, op.reference(**inp), op.TOLERANCES["bf16"])
+    assert_within(captured, op.reference(**inp), op.TOLERANCES["bf16"])
     assert not torch.equal(captured, eager)

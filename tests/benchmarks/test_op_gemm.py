@@ -1,11 +1,11 @@
 """gemm: work model by hand, inputs, hold-out and interpreter shapes, model occurrences, the seed kernel
 under the interpreter, its Hopper compilation (wgmma, no spills) and, on a GPU, at real sizes."""
-import importlib.util
 import random
 from pathlib import Path
 
 import hopper_compile
 import pytest
+from op_helpers import assert_within, load_seed
 import torch
 import yaml
 
@@ -18,21 +18,7 @@ MODELS = yaml.safe_load((Path(op.__file__).resolve().parents[3] / "configs" / "m
 
 
 def _load_seed(name="gemm_seed_under_test"):
-    spec = importlib.util.spec_from_file_location(name, SEED_PATH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _within(out, ref, tol):
-    """The contract's check: every |out - ref| <= atol + rtol*|ref| and rel_l2 <= tol.rel_l2."""
-    o, r = out.double(), ref.double()
-    assert out.shape == ref.shape and out.dtype == ref.dtype
-    assert torch.isfinite(o).all()
-    bad = ((o - r).abs() > tol.atol + tol.rtol * r.abs()).sum().item()
-    rel_l2 = ((o - r).norm() / r.norm()).item()
-    assert bad == 0 and rel_l2 <= tol.rel_l2, f"{bad} elements out of bound, rel_l2 {rel_l2:.2e} (limit {tol.rel_l2})"
-    return rel_l2
+    return load_seed(SEED_PATH, name)
 
 
 # ---- work model --------------------------------------------------------------------------------
@@ -191,7 +177,7 @@ def test_seed_matches_reference_under_the_interpreter(dims, dtype):
     inp = op.make_inputs(dims, dtype, seed=21, device="cpu")
     kept = {n: t.clone() for n, t in inp.items()}
     out = seed.gemm(**inp)
-    _within(out, op.reference(**kept), op.TOLERANCES[dtype])
+    assert_within(out, op.reference(**kept), op.TOLERANCES[dtype])
     assert all(torch.equal(inp[n], kept[n]) for n in inp), "the seed modified its inputs"
 
 
@@ -203,7 +189,7 @@ def test_seed_handles_a_strided_activation_view():
     wide[:, 8:48] = inp["a"]
     a_view = wide[:, 8:48]                    # row stride 56, not K
     out = seed.gemm(a_view, inp["b"])
-    _within(out, op.reference(inp["a"], inp["b"]), op.TOLERANCES["fp32"])
+    assert_within(out, op.reference(inp["a"], inp["b"]), op.TOLERANCES["fp32"])
 
 
 def test_fp32_tolerance_rejects_tf32_products():
@@ -254,7 +240,7 @@ def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
     seed = _load_seed()
     inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
     out = seed.gemm(**inp)
-    _within(out, op.reference(**inp), op.TOLERANCES["bf16"])
+    assert_within(out, op.reference(**inp), op.TOLERANCES["bf16"])
 
 
 @pytest.mark.gpu

@@ -1,6 +1,5 @@
 """silu_and_mul operator folder: work model by hand, seed vs reference under the interpreter, seeded
 inputs with outliers, hold-out shapes, per-model call counts, and the sm_90 compile of the seed."""
-import importlib.util
 import json
 import os
 import random
@@ -10,13 +9,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from op_helpers import load_seed, tolerance_failures
 import torch
 import yaml
 
 from benchmarks.hardware import load_hardware
 from benchmarks.registry import load_operator
 from benchmarks.roofline import roofline
-from sandbox.correctness import compare
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
@@ -29,16 +28,7 @@ def spec():
 
 @pytest.fixture(scope="module")
 def seed(spec):
-    s = importlib.util.spec_from_file_location("aka_seed_silu_and_mul_test", spec.seed_path)
-    mod = importlib.util.module_from_spec(s)
-    s.loader.exec_module(mod)
-    return mod
-
-
-def tolerance_failures(out: torch.Tensor, ref: torch.Tensor, tol) -> list[str]:
-    """Why `out` fails the tolerance, by the sandbox's own check (empty when it passes)."""
-    stats = compare(out, ref, tol)
-    return [] if stats.passed else [stats.describe(tol)]
+    return load_seed(spec.seed_path, "aka_seed_silu_and_mul_test")
 
 
 # ---- work model ---------------------------------------------------------------------------------

@@ -2,11 +2,11 @@
 
 Adding an operator folder adds its cases here without touching this file.
 """
-import importlib.util
 import math
 import random
 
 import pytest
+from op_helpers import load_seed
 
 from benchmarks.registry import list_operators, load_operator
 from benchmarks.spec import PHASES
@@ -100,10 +100,7 @@ def test_holdout_shapes_are_odd_and_larger(spec):
 
 
 def _load_seed(spec):
-    s = importlib.util.spec_from_file_location(f"seed_{spec.name}", spec.seed_path)
-    mod = importlib.util.module_from_spec(s)
-    s.loader.exec_module(mod)
-    return getattr(mod, spec.name)
+    return getattr(load_seed(spec.seed_path, f"seed_{spec.name}"), spec.name)
 
 
 @pytest.mark.interpreter
