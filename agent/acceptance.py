@@ -21,6 +21,14 @@ the medians say. The chance that a kernel no better than the incumbent wins all 
 most 2^-n (1/8 at the default 3; raise `acceptance.repeats` for a stricter test). With repeats = 1
 the spread is 0 and the rule reduces to "strictly higher"; the loop warns when repeats < 3.
 
+The screen (`acceptance.screen`, on by default). A candidate whose first measurement (the full
+sandbox evaluation) is below the incumbent's first measurement by more than `acceptance.screen_margin`
+(0.5%, relative) is rejected without the A/B repeats. The A/B can only confirm a gain: when the one
+measurement shows none, the repeats would cost ~6 sandbox runs of GPU time (about 1.5 minutes on the
+H200) to reject it anyway in all but rare noisy cases. The margin lets a candidate that reads slightly
+low once, as a real gain near the noise can, still reach its A/B. The screen is one-sided: it never
+accepts anything, so it cannot be used to sneak a candidate in.
+
 Interpreter runs (no GPU) have no timing and so no comparable score. By default nothing is accepted
 there: a candidate that passes every gate (lint, compile, correctness on visible and hidden shapes) is
 recorded as correct but untimed, and the incumbent stays, because no measurement shows it is faster.
@@ -42,6 +50,7 @@ RULE_AB = "ab-interleaved"
 RULE_INTERPRETER = "interpreter-correctness"
 RULE_INCUMBENT_FAILED = "incumbent-failed"
 RULE_GATE = "gate"
+RULE_SCREEN = "screen"
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,17 @@ def spread(samples: Sequence[float]) -> float:
         q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
         return q3 - q1
     return max(samples) - min(samples)
+
+
+def screen_decision(first: float, incumbent: float, margin: float) -> Decision | None:
+    """A rejection without A/B when the candidate's first score is below the incumbent's by more than
+    `margin` (relative); None when the candidate goes on to its A/B."""
+    bar = incumbent * (1 - max(0.0, margin))
+    if first > bar:
+        return None
+    return Decision(False, RULE_SCREEN, f"first measurement {first:.4f} <= {bar:.4f} (incumbent {incumbent:.4f} "
+                                        f"less acceptance.screen_margin {margin:g}): not re-measured",
+                    candidate=(first,))
 
 
 def ab_decision(incumbent: Sequence[float], candidate: Sequence[float], min_gain: float = 0.0) -> Decision:

@@ -78,6 +78,13 @@ class AcceptanceConfig:
     """Interleaved A/B re-measurements of incumbent and candidate, each in a fresh process."""
     min_gain: float = 0.0
     """Extra margin on top of the measured noise a candidate must clear."""
+    screen: bool = True
+    """Skip the A/B re-measurement of a candidate whose first score is below the incumbent's by more than
+    screen_margin: the A/B can only confirm a gain, never create one, so the screen saves GPU time and
+    accepts nothing the full rule would reject."""
+    screen_margin: float = 0.005
+    """Relative: a first score within this fraction below the incumbent's still gets its A/B (one
+    measurement each side is noisy; a real gain near the noise can read slightly low once)."""
     untimed: str = "keep-incumbent"
     """Without timing (the interpreter): "keep-incumbent" (nothing can be shown faster) or "accept-correct"
     (a changed candidate that passes every gate replaces the incumbent; for tests and demos of the loop)."""

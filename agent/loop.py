@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
 from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, correctness_only_decision,
-                              measure_ab, median_attainment, review_flags, run_score)
+                              measure_ab, median_attainment, review_flags, run_score, screen_decision)
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted
 from agent.memory import Memory, RunState, lesson, redact_holdout, restore, visible_per_shape
@@ -249,6 +249,10 @@ class Loop:
                                              accept_correct=self.cfg.acceptance.untimed == "accept-correct")
         if self.stop_signal is not None:
             return Decision(False, "interrupted", "stop requested before the A/B re-measurement; kept the incumbent")
+        if self.cfg.acceptance.screen:
+            screened = screen_decision(self.score(result), st.incumbent_score, self.cfg.acceptance.screen_margin)
+            if screened is not None:
+                return screened
         repeats = max(1, self.cfg.acceptance.repeats)
         self._show(it, f"A/B x{repeats}")
         inc_source, inc_sha = st.incumbent_source, st.incumbent_sha

@@ -14,15 +14,21 @@ How it searches
    - low achieved occupancy (< 20%): shrinking moves are tried first (ordering only).
 3. Hill-climbing by coordinate descent from a climb point (at first the incumbent's config): its
    neighbours change one slot by one grid step. After a step that improved the score, the same slot
-   in the same direction is tried first (momentum); otherwise the order is a seeded shuffle.
+   in the same direction is tried first (momentum); otherwise the order is a seeded shuffle until
+   three configs are measured, then the additive model of agent/proposers/search_model.py (fit on
+   every measured config of this kernel) ranks them by its optimistic estimate. A *jump* to the
+   model's best unmeasured config of the whole (pruned) space comes first when the model predicts it
+   to beat the climb point by 1% and every neighbour's optimistic estimate: several slots change
+   at once.
    A tabu set holds every config proposed or dropped: key = hash of the file outside CONFIGS +
    the canonical CONFIGS value, so no config of a kernel is ever proposed twice.
 4. `observe`: a valid candidate that beats the climb point's score becomes the climb point (even
    when the loop kept its incumbent, which happens while climbing from a restart point).
 5. When the neighbourhood is exhausted: the alternative kernels the knowledge base holds for the
    operator (constructor `alternatives`; those that do not define the operator's function and a
-   @triton.jit kernel are skipped), once each; then random restarts: a seeded random grid
-   point over the unpruned slots that is not tabu; its score becomes the climb point's, whatever it is.
+   @triton.jit kernel are skipped), once each; then restarts: the model's best (optimistic) unmeasured
+   grid point over the unpruned slots, or a seeded random one while there is no model; its score
+   becomes the climb point's, whatever it is.
 6. Nothing left: Proposal(source=None, meta={"final": True}), and the loop stops.
 
 Prefetch: `prefetch(n)` takes the next n moves now and compiles them for Hopper on CPU cores
@@ -45,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.proposers.llm_extract import defines_candidate
+from agent.proposers.search_model import AdditiveModel
 from agent.proposers.search_prefetch import DEFAULT_MAX_SPILL_BYTES, CompileFn, CompilePool, sandbox_compile_check
 from agent.proposers.search_space import (ConfigsLiteral, SearchSpaceError, Slot, apply_config, config_key,
                                           get_at, read_configs, set_at)
@@ -54,6 +61,8 @@ REGIME_SHARE = 2 / 3          # weight share of one bound that makes the kernel'
 DECISIVE_PCT = 70.0           # ncu % of peak that overrides the roofline regime
 LOW_OCCUPANCY_PCT = 20.0
 ENUMERATE_LEFTOVERS_UP_TO = 20_000   # grid points a restart may list when random draws keep missing
+JUMP_MARGIN = 0.01            # a jump must be predicted to beat the climb point by this fraction
+MODEL_POOL = 4096             # spaces up to this size are ranked whole by the model; larger ones by a sample
 
 
 @dataclass(frozen=True)
@@ -128,7 +137,7 @@ def _jsonable(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Move:
-    kind: str                     # neighbour | restart | alternative
+    kind: str                     # neighbour | jump | restart | alternative
     source: str
     key: str                      # tabu key
     config: Any = None            # the CONFIGS value it sets (None for an alternative)
@@ -168,6 +177,10 @@ class SearchProposer:
         self._tabu: set[str] = set()
         self._moves: dict[str, Move] = {}          # key -> move, for observe
         self.scores: dict[str, float | None] = {}   # key -> observed score (None: invalid)
+        self._points: dict[str, list[tuple[Any, float]]] = {}   # kernel body hash -> measured (config, score)
+        self._model: AdditiveModel | None = None
+        self._model_sig: tuple | None = None
+        self._pool_configs: tuple[tuple, list] | None = None   # (slots signature, [(config, key)])
         self.dropped: list[tuple[str, str]] = []   # (changed, why) of moves the pre-compile dropped
 
     # ---- protocol -----------------------------------------------------------------------------
@@ -201,6 +214,9 @@ class SearchProposer:
         self.scores[move.key] = score
         if move.kind == "alternative" or not valid:
             return
+        if score is not None and move.config is not None:
+            self._points.setdefault(move.key.split(":", 1)[0], []).append((move.config, score))
+            self._model = None
         if score is not None and self._point_score is not None:
             improved = score > self._point_score
         else:
@@ -249,6 +265,10 @@ class SearchProposer:
         self._slots = [s for s in self._lit.slots() if s.rule.kind != "fixed"]
         self._point, self._point_score = self._lit.value, ctx.incumbent_score
         self._tabu.add(self._key(self._point))
+        points = self._points.setdefault(self._body, [])
+        if ctx.incumbent_score is not None and not any(config_key(c) == config_key(self._point) for c, _ in points):
+            points.append((self._point, ctx.incumbent_score))
+        self._model, self._pool_configs = None, None
 
     def _take_prefetched(self) -> Move | None:
         while self._prefetched:
@@ -267,13 +287,16 @@ class SearchProposer:
 
     def _next_move(self) -> Move | None:
         if self._lit is not None:
-            sig = (config_key(self._point), self._profile)
-            if sig != self._queue_sig:
+            sig = (config_key(self._point), self._profile, len(self._points.get(self._body, [])))
+            if sig != self._queue_sig:      # a new climb point, profile or measurement: re-rank
                 self._queue, self._queue_sig = self._neighbours(), sig
+            jump = self._jump()
+            if jump is not None:
+                return jump
             while self._queue:
                 move = self._queue.pop(0)
                 if self._free(move.key):
-                    return move
+                    return dataclasses.replace(move, source=apply_config(self._lit.source, move.config))
         return self._next_alternative() or (self._restart() if self._lit is not None else None)
 
     def _movable(self) -> list[Slot]:
@@ -294,17 +317,82 @@ class SearchProposer:
                 if prof.reduce and not slot.rule.shrinks(current, new):
                     continue
                 config = set_at(self._point, slot.path, new)
-                moves.append(Move("neighbour", apply_config(self._lit.source, config), self._key(config), config,
+                moves.append(Move("neighbour", "", self._key(config), config,      # source: when taken
                                   f"{slot.label()}: {current} -> {new}",
                                   f"hill-climb step ({prof.describe()})", slot.path, step))
         self._rng.shuffle(moves)
+        model = self._fitted_model()
 
-        def priority(m: Move) -> int:
+        def priority(m: Move) -> tuple[int, float]:
             if self._momentum == (m.slot, m.step):
-                return 0
+                return 0, 0.0
             slot = next(s for s in self._slots if s.path == m.slot)
-            return 1 if prof.low_occupancy and slot.rule.shrinks(get_at(self._point, m.slot), get_at(m.config, m.slot)) else 2
+            shrinking = slot.rule.shrinks(get_at(self._point, m.slot), get_at(m.config, m.slot))
+            first = 1 if prof.low_occupancy and shrinking else 2
+            return first, -model.optimistic(m.config) if model is not None else 0.0
         return sorted(moves, key=priority)
+
+    # ---- the model: rank moves, jump across the space ----------------------------------------
+    def _fitted_model(self) -> AdditiveModel | None:
+        slots = self._movable()
+        sig = (self._body, tuple(s.path for s in slots))
+        if self._model is None or self._model_sig != sig:
+            self._model, self._model_sig = AdditiveModel(slots), sig
+            for config, score in self._points.get(self._body, []):
+                self._model.add(config, score)
+        return self._model if self._model.ready else None
+
+    def _grid_points(self) -> list[tuple[Any, str]]:
+        """(config, tabu key) of every point of the pruned space (a seeded sample of MODEL_POOL points when
+        it is larger)."""
+        slots = self._movable()
+        sig = (self._body, tuple(s.path for s in slots))
+        if self._pool_configs is not None and self._pool_configs[0] == sig:
+            return self._pool_configs[1]
+        grids = [slot.rule.grid(slot.value) for slot in slots]
+        size = 1
+        for g in grids:
+            size *= len(g)
+        combos = (itertools.product(*grids) if size <= MODEL_POOL else
+                  (tuple(self._rng.choice(g) for g in grids) for _ in range(MODEL_POOL)))
+        points = []
+        for combo in combos:
+            config = self._lit.value
+            for slot, v in zip(slots, combo):
+                config = set_at(config, slot.path, v)
+            points.append((config, self._key(config)))     # keys once: the pool is ranked every proposal
+        self._pool_configs = (sig, points)
+        return points
+
+    def _best_unmeasured(self, model: AdditiveModel, rank) -> tuple[Any, str] | None:
+        best = None
+        for config, key in self._grid_points():
+            if self._free(key):
+                value = rank(config)
+                if best is None or value > best[0]:
+                    best = (value, config, key)
+        return None if best is None else (best[1], best[2])
+
+    def _jump(self) -> Move | None:
+        """The model's best unmeasured config, when it predicts more than any neighbour's optimistic bound."""
+        model = self._fitted_model()
+        queue = [m for m in self._queue if self._free(m.key)]
+        if model is None or not queue or (self._momentum and any((m.slot, m.step) == self._momentum for m in queue)):
+            return None
+        found = self._best_unmeasured(model, model.predict)
+        if found is None:
+            return None
+        config, key = found
+        predicted = model.predict(config)
+        floor = (self._point_score or 0.0) * (1 + JUMP_MARGIN)
+        if predicted <= max([floor] + [model.optimistic(m.config) for m in queue]):
+            return None
+        slots = self._movable()
+        changed = ", ".join(f"{s.label()}={get_at(config, s.path)}" for s in slots
+                            if get_at(config, s.path) != get_at(self._point, s.path))
+        return Move("jump", apply_config(self._lit.source, config), key, config, f"model jump: {changed}"[:300],
+                    f"an additive model of {len(model.points)} measured configs predicts {predicted:.3f}, above "
+                    f"every neighbour ({self._profile.describe()})")
 
     def _next_alternative(self) -> Move | None:
         while self._alt_next < len(self.alternatives):
@@ -321,6 +409,11 @@ class SearchProposer:
         slots = self._movable()
         if not slots:
             return None
+        model = self._fitted_model()
+        if model is not None:
+            found = self._best_unmeasured(model, model.optimistic)
+            if found is not None:
+                return self._restart_move(found[0], found[1], slots, "the model's best unmeasured point")
         for _ in range(self.restart_tries):
             config = self._lit.value
             for slot in slots:
@@ -346,7 +439,7 @@ class SearchProposer:
         config = self._rng.choice(left)
         return self._restart_move(config, self._key(config), slots)
 
-    def _restart_move(self, config: Any, key: str, slots: list[Slot]) -> Move:
+    def _restart_move(self, config: Any, key: str, slots: list[Slot], origin: str = "a random point") -> Move:
         changed = ", ".join(f"{s.label()}={get_at(config, s.path)}" for s in slots if get_at(config, s.path) != s.value)
         return Move("restart", apply_config(self._lit.source, config), key, config, f"random restart: {changed}"[:300],
-                    f"neighbourhood exhausted: climb again from a random point ({self._profile.describe()})")
+                    f"neighbourhood exhausted: climb again from {origin} ({self._profile.describe()})")

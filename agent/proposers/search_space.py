@@ -11,10 +11,12 @@ search may try and the *side* of the roofline the knob acts on:
 
   name                            grid                                   side
   num_warps, *_warps              1 2 4 8 16                             both
-  num_stages, *_stages            1 .. 6                                 compute  (deeper software pipelining)
+  num_stages, *_stages            1 .. 6                                 both     (loads in flight per CTA)
   BLOCK_M, BLOCK_N (matmul tile,  powers of two 16 .. 256                both     (reuse and MMA size)
     also TILE_M, BLOCK_SIZE_N)
-  BLOCK_K, TILE_K                 powers of two 16 .. 256                compute  (MMA depth per stage)
+  BLOCK_K, TILE_K                 powers of two 16 .. 256                both     (bytes per stage, MMA depth)
+  NUM_CONSUMER_GROUPS (warp       1 2                                    compute  (MMA issue rate only)
+    specialization)
   GROUP_M (L2 swizzle)            1 2 4 8 16                             memory   (L2 reuse of A/B tiles)
   SPLIT_K                         1 2 4 8 16                             memory   (CTAs in flight on skinny GEMMs)
   other BLOCK*/TILE*/CHUNK*       powers of two, value/4 .. value*4      memory   (bytes per CTA, vector width)
@@ -57,7 +59,7 @@ class SearchSpaceError(ValueError):
 
 @dataclass(frozen=True)
 class Rule:
-    kind: str               # warps | stages | mm_block | group | split_k | block | pow2 | declared | fixed
+    kind: str               # warps | stages | mm_block | consumers | group | split_k | block | pow2 | declared | fixed
     side: str               # memory | compute | both
     lo: int = 1
     hi: int = 1
@@ -99,9 +101,11 @@ def rule_for(name: str, value: int, declared: dict[str, tuple[int, ...]] | None 
     if upper == "NUM_WARPS" or upper.endswith("_WARPS"):
         return Rule("warps", "both", choices=_POW2)
     if upper == "NUM_STAGES" or upper.endswith("_STAGES"):
-        return Rule("stages", "compute", lo=1, hi=6)
+        return Rule("stages", "both", lo=1, hi=6)
     if re.fullmatch(r"(BLOCK|TILE)(_SIZE)?_?K", upper):
-        return Rule("mm_block", "compute", lo=16, hi=256)
+        return Rule("mm_block", "both", lo=16, hi=256)
+    if upper == "NUM_CONSUMER_GROUPS":
+        return Rule("consumers", "compute", choices=(1, 2))
     if re.fullmatch(r"(BLOCK|TILE)(_SIZE)?_?[MN]", upper):
         return Rule("mm_block", "both", lo=16, hi=256)
     if re.fullmatch(r"GROUP(_SIZE)?_?M", upper):

@@ -8,7 +8,9 @@ weight-averaged attainment over those shapes. Then the search proposer and rando
 against that measured table, with the same evaluation budgets: the table is real measurements, and a
 replay lets every strategy see exactly the same numbers.
 
-    python3 benchmarks/scripts/moe_search_study.py --out benchmarks/results/moe_search.md [--shapes 4]
+    python3 benchmarks/scripts/moe_search_study.py --out benchmarks/results/moe_search.md [--shapes 8]
+
+With --table FILE the measurement is skipped and the replays run on a saved table (no GPU needed).
 """
 from __future__ import annotations
 
@@ -29,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-GRID = {"BLOCK_M": [16, 32, 64], "BLOCK_N": [64, 128], "BLOCK_K": [64, 128], "GROUP_M": [1, 8],
-        "num_warps": [4, 8], "num_stages": [3, 4]}
+GRID = {"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [64, 128, 256], "BLOCK_K": [64, 128], "GROUP_M": [1, 16],
+        "num_warps": [4, 8], "num_stages": [2, 3, 4]}
 START = {"BLOCK_M": 16, "BLOCK_N": 64, "BLOCK_K": 128, "GROUP_M": 1, "num_warps": 4, "num_stages": 4}
 
 
@@ -82,7 +84,7 @@ def _warm(args) -> str:
         return f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def measure_table(src, configs, shapes, hw, workers):
+def measure_table(src, configs, shapes, hw, workers, deadline: float, save, table: dict | None = None):
     import torch
     from agent.proposers.search_space import apply_config, config_key
     from benchmarks.registry import load_operator
@@ -90,6 +92,8 @@ def measure_table(src, configs, shapes, hw, workers):
     from sandbox.timing import measure_floor, time_call
     spec = load_operator("fused_moe")
     small = [{**s.dim, "T": 16} for s in shapes]
+    table = dict(table or {})            # configs measured earlier (--resume-table) are kept, not re-timed
+    configs = [c for c in configs if config_key(c) not in table]
     t0 = time.time()
     ctx = __import__("multiprocessing").get_context("spawn")
     with cf.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
@@ -100,10 +104,12 @@ def measure_table(src, configs, shapes, hw, workers):
     refs = {s.id: spec.reference(**sets[s.id][0]).float() for s in shapes}
     t_ref = {s.id: max(roofline(*spec.work(s), hw).t_roof_s, floor) for s in shapes}
     wsum = sum(s.weight for s in shapes)
-    table = {}
     t0 = time.time()
     for i, (config, err) in enumerate(zip(configs, errors)):
         key = config_key(config)
+        if time.time() > deadline:
+            print(f"  --max-minutes reached: {i} of {len(configs)} configs timed; the rest are left out", flush=True)
+            break
         if err:
             table[key] = {"config": config, "score": None, "error": err}
             continue
@@ -123,7 +129,21 @@ def measure_table(src, configs, shapes, hw, workers):
             table[key] = {"config": config, "score": None, "error": f"{type(e).__name__}: {str(e)[:200]}"}
         if i % 16 == 0:
             print(f"  timed {i + 1}/{len(configs)} ({time.time() - t0:.0f} s)", flush=True)
+            save(table, floor)
     return table, floor
+
+
+def per_shape_table(table, shape, floor_s):
+    """The table scored on one shape: attainment min(1, T_ref / t) with T_ref = max(roofline, floor)."""
+    from benchmarks.hardware import load_hardware
+    from benchmarks.registry import load_operator
+    from benchmarks.roofline import roofline
+    t_ref_us = max(roofline(*load_operator("fused_moe").work(shape), load_hardware("h200")).t_roof_s, floor_s) * 1e6
+    out = {}
+    for key, v in table.items():
+        t = (v.get("t_us") or {}).get(shape.id) if v["score"] is not None else None
+        out[key] = {"config": v["config"], "score": min(1.0, t_ref_us / t) if t else None}
+    return out
 
 
 def replay_search(src, table, shapes, budget, seed):
@@ -138,8 +158,14 @@ def replay_search(src, table, shapes, budget, seed):
     start_key = config_key(read_configs(src).value)
     inc_src, inc = src, table[start_key]["score"]
 
+    from benchmarks.hardware import load_hardware
+    from benchmarks.registry import load_operator
+    from benchmarks.roofline import roofline
+    spec, hw = load_operator("fused_moe"), load_hardware("h200")
+    bounds = {s.id: roofline(*spec.work(s), hw).bound for s in shapes}   # what the sandbox would report
+
     def result(score):
-        rows = [ShapeResult(id=s.id, dims=s.dim, dtype="bf16", weight=s.weight, bound="memory") for s in shapes]
+        rows = [ShapeResult(id=s.id, dims=s.dim, dtype="bf16", weight=s.weight, bound=bounds[s.id]) for s in shapes]
         return EvalResult(op="fused_moe", verdict="accepted" if score is not None else "rejected", shapes=rows,
                           weighted_attainment=score)
 
@@ -171,16 +197,31 @@ def replay_random(table, budget, seed, start_score):
     return trace
 
 
+def _env() -> dict:
+    import torch
+    import triton
+    env = {"torch": torch.__version__, "triton": triton.__version__, "date": datetime.date.today().isoformat()}
+    if torch.cuda.is_available():
+        env["gpu"] = torch.cuda.get_device_name()
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        except Exception as e:    # the driver version is context, not a result
+            env["driver"] = f"unknown ({type(e).__name__})"
+    return env
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--shapes", type=int, default=4, help="the N heaviest hot shapes")
+    ap.add_argument("--shapes", type=int, default=8, help="the N heaviest hot shapes")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    ap.add_argument("--max-minutes", type=float, default=6.0, help="stop timing configs after this long")
+    ap.add_argument("--table", type=Path, help="replay on this saved table.json instead of measuring")
+    ap.add_argument("--resume-table", type=Path, help="measure only the configs this saved table.json lacks")
     ap.add_argument("--seeds", type=int, default=20, help="replays of search and random")
     args = ap.parse_args()
-    import torch
-    import triton
-
     from agent.proposers.search_space import config_key, enumerate_space, read_configs
     from benchmarks.hardware import load_hardware
     from benchmarks.registry import load_operator
@@ -188,7 +229,24 @@ def main() -> int:
     shapes = sorted(spec.select("hot"), key=lambda s: -s.weight)[: args.shapes]
     src = study_source()
     configs = enumerate_space(src)
-    table, floor = measure_table(src, configs, shapes, load_hardware("h200"), args.workers)
+    work = args.out.parent / (args.out.stem + "_records")
+    work.mkdir(parents=True, exist_ok=True)
+
+    def save(table, floor):
+        (work / "table.json").write_text(json.dumps({"floor_s": floor, "shapes": [s.id for s in shapes],
+                                                     "env": _env(), "table": table}, indent=1, default=str))
+    if args.table:
+        saved = json.loads(args.table.read_text())
+        table, floor, env = saved["table"], saved["floor_s"], saved.get("env", {})
+        shapes = [s for s in spec.select("hot") if s.id in saved["shapes"]]
+        configs = [v["config"] for v in table.values()]
+    else:
+        deadline = time.time() + args.max_minutes * 60
+        earlier = json.loads(args.resume_table.read_text())["table"] if args.resume_table else None
+        table, floor = measure_table(src, configs, shapes, load_hardware("h200"), args.workers, deadline, save,
+                                     earlier)
+        save(table, floor)
+        env = _env()
     valid = {k: v for k, v in table.items() if v["score"] is not None}
     best_key = max(valid, key=lambda k: valid[k]["score"])
     best = valid[best_key]["score"]
@@ -198,12 +256,11 @@ def main() -> int:
     randoms = [replay_random(table, budget, seed, start) for seed in range(args.seeds)]
     s_final = [t[-1] / best for t in searches]
     r_final = [t[-1] / best for t in randoms]
-    work = args.out.parent / (args.out.stem + "_records")
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "table.json").write_text(json.dumps(table, indent=1, default=str))
     lines = [f"# fused_moe: search vs exhaustive vs random ({datetime.date.today().isoformat()})", "",
-             f"Command: `python3 benchmarks/scripts/moe_search_study.py --out {args.out} --shapes {args.shapes}`", "",
-             f"GPU {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}; "
+             (f"Command: `python3 benchmarks/scripts/moe_search_study.py --out {args.out} --table {args.table}` "
+              f"(replays on a table measured earlier; no GPU)" if args.table else
+              f"Command: `python3 benchmarks/scripts/moe_search_study.py --out {args.out} --shapes {args.shapes}`"), "",
+             f"GPU {env.get('gpu')}, driver {env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}; "
              f"floor {floor * 1e6:.2f} us; datasheet ceilings (h200).", "",
              f"Space: {' x '.join(f'{k} {v}' for k, v in GRID.items())} = {len(configs)} configs "
              f"({len(valid)} compiled, ran and passed the reference check).",
@@ -224,6 +281,20 @@ def main() -> int:
         s = statistics.median(t[min(n, len(t)) - 1] / best for t in searches)
         r = statistics.median(t[min(n, len(t)) - 1] / best for t in randoms)
         lines.append(f"| {n} | {s:.3f} | {r:.3f} |")
+    lines += ["", "## Each hot shape's own landscape", "",
+              "The same measurements scored per shape (attainment on that shape alone: what tuning one batch-size "
+              "bucket sees, as vLLM's per-M config files do). Same budget, same replays.", "",
+              "| shape | exhaustive best | search median | search worst | random median | random worst | "
+              "search / random >= 0.98 |", "|---|---|---|---|---|---|---|"]
+    for shape in shapes:
+        one = per_shape_table(table, shape, floor)
+        top1 = max(v["score"] for v in one.values() if v["score"] is not None)
+        first = one[config_key(read_configs(src).value)]["score"] or 0.0
+        ss = [t[-1] / top1 for t in (replay_search(src, one, [shape], budget, seed) for seed in range(args.seeds))]
+        rr = [t[-1] / top1 for t in (replay_random(one, budget, seed, first) for seed in range(args.seeds))]
+        lines.append(f"| {shape.id} | {top1:.3f} | {statistics.median(ss):.3f} | {min(ss):.3f} | "
+                     f"{statistics.median(rr):.3f} | {min(rr):.3f} | {sum(x >= 0.98 for x in ss)}/{len(ss)} vs "
+                     f"{sum(x >= 0.98 for x in rr)}/{len(rr)} |")
     top = sorted(valid.values(), key=lambda v: -v["score"])[:5]
     lines += ["", "Top configs:", ""] + [f"- {v['score']:.3f} {v['config']} "
                                          f"{ {k: round(t, 1) for k, t in v['t_us'].items()} }" for v in top]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,10 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
-def run_corpus(load_hardware, evaluate, EvalRequest, corpus, log) -> list[dict]:
+def run_corpus(load_hardware, evaluate, EvalRequest, corpus, log, only: str = "") -> list[dict]:
     hw = load_hardware("h200")
     rows = []
     for path in corpus.corpus_files(ROOT / "tests" / "sandbox"):
+        if only and not re.search(only, path.name):
+            continue
         text = path.read_text()
         head = corpus.parse_header(text)
         from benchmarks.registry import load_operator
@@ -60,6 +63,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--skip-ncu", action="store_true")
     ap.add_argument("--spread-ops", default="rms_norm,gemm")
+    ap.add_argument("--only", default="", help="regex on corpus file names (a quick partial run)")
+    ap.add_argument("--corpus-from", type=Path, help="reuse the corpus.jsonl of an earlier run; time the spread only")
     args = ap.parse_args()
     import torch
     import triton
@@ -71,8 +76,12 @@ def main() -> int:
 
     work = args.out.parent / (args.out.stem + "_records")
     work.mkdir(parents=True, exist_ok=True)
-    with open(work / "corpus.jsonl", "w") as log:
-        rows = run_corpus(load_hardware, evaluate, EvalRequest, corpus, log)
+    if args.corpus_from:      # the corpus verdicts of an earlier run (a run split across two device calls)
+        rows = [json.loads(line) for line in args.corpus_from.read_text().splitlines() if line.strip()]
+        (work / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        with open(work / "corpus.jsonl", "w") as log:
+            rows = run_corpus(load_hardware, evaluate, EvalRequest, corpus, log, args.only)
     spread = {op: seed_twice(load_hardware, load_operator, evaluate, EvalRequest, op, not args.skip_ncu)
               for op in [o for o in args.spread_ops.split(",") if o]}
     (work / "spread.json").write_text(json.dumps({op: [r.to_json() for r in runs] for op, runs in spread.items()},
@@ -90,7 +99,7 @@ def main() -> int:
              f"Not as expected: {len(bad)}.", "",
              "| file | op | expected | verdict | stage | reason (first) |", "|---|---|---|---|---|---|"]
     for r in rows:
-        reason = r["reason"].replace("|", "/").replace("\n", " ")[:160]
+        reason = r["reason"].replace("|", "\\|").replace("\n", " ")[:160]
         lines.append(f"| {r['file']} | {r['op']} | {r['expect']} {r['want_stage'] or ''} | {r['verdict']} | "
                      f"{r['stage'] or '-'} | {reason} |")
     lines += ["", "## The same kernel measured twice (two evaluations, fresh workers)", "",
@@ -110,15 +119,16 @@ def main() -> int:
 
 
 def _ncu_by_shape(result) -> dict[str, float]:
-    """Sum of kernel durations per visible shape from the counter record (the shapes were profiled in order)."""
+    """Sum of kernel durations per visible shape from the counter record, matched by the shape's dims."""
     rec = result.counters or {}
     out = {}
-    ids = [s.id for s in sorted(result.visible_shapes(), key=lambda s: -s.weight)]
-    for i, entry in enumerate(rec.get("shapes", []) or []):
+    for entry in rec.get("shapes", []) or []:
+        dims = entry[0] if isinstance(entry, (list, tuple)) else entry.get("dims", {})
         kernels = entry[1] if isinstance(entry, (list, tuple)) else entry.get("kernels", [])
         total = sum((k.get("duration_us") or 0.0) for k in kernels)
-        if i < len(ids) and total:
-            out[ids[i]] = total
+        for s in result.visible_shapes():
+            if s.dims == dict(dims) and total:
+                out[s.id] = total
     return out
 
 

@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from agent.acceptance import (RULE_AB, RULE_INTERPRETER, ab_decision, correctness_only_decision, measure_ab, review_flags,
-                              spread)
+from agent.acceptance import (RULE_AB, RULE_INTERPRETER, RULE_SCREEN, ab_decision, correctness_only_decision,
+                              measure_ab, review_flags, screen_decision, spread)
 from sandbox.verdict import EvalResult, ShapeResult
 
 
@@ -112,3 +112,13 @@ def test_a_tenfold_speedup_over_the_incumbent_is_flagged_for_review():
     assert len(flags) == 1 and "shape a" in flags[0] and "11.1x" in flags[0]
     assert review_flags(inc, result({"a": 11.0, "b": 6.0})) == []          # 9.1x and 8.3x: not flagged
     assert review_flags(None, result({"a": 1.0})) == []                     # the seed has no incumbent
+
+
+def test_the_screen_rejects_only_clear_losses_and_never_accepts():
+    lost = screen_decision(0.70, 0.80, 0.005)
+    assert lost is not None and not lost.accept and lost.rule == RULE_SCREEN and lost.candidate == (0.70,)
+    assert "0.7000" in lost.reason and "0.7960" in lost.reason          # the first score and the bar it missed
+    assert screen_decision(0.799, 0.80, 0.005) is None                  # within the margin: goes on to its A/B
+    assert screen_decision(0.81, 0.80, 0.005) is None                   # reads better: goes on to its A/B
+    assert screen_decision(0.80, 0.80, 0.0) is not None                 # no margin: a tie is not a gain
+    assert screen_decision(0.799, 0.80, -1.0) is not None               # a negative margin counts as 0

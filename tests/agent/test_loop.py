@@ -206,11 +206,15 @@ def test_scripted_run_end_to_end(tmp_path):
         assert Path(a["path"]).read_text() == audit.source(a["source_sha256"])
     assert audit.verify().ok
 
-    # A/B re-measures: one pair (repeats=1) for each candidate that passed the gates, without correctness
+    # A/B re-measures: one pair (repeats=1) for the candidate whose first score beat the incumbent's, without
+    # correctness; the slower one was screened out on its first measurement
     roles = [r.body["role"] for r in audit.records("run-1", "evaluation")]
-    assert roles.count("ab_incumbent") == roles.count("ab_candidate") == 2
+    assert roles.count("ab_incumbent") == roles.count("ab_candidate") == 1
     remeasures = [q for q in scored.requests if not q.correctness]
-    assert len(remeasures) == 4 and not any(q.holdout for q in remeasures)
+    assert len(remeasures) == 2 and not any(q.holdout for q in remeasures)
+    decisions = [r.body["decision"] for r in audit.records("run-1", "iteration")]
+    assert decisions[1]["rule"] == "ab-interleaved" and decisions[4]["rule"] == "screen"
+    assert decisions[4]["candidate"][0] < recs[1]["score"]
 
     # the proposer was told what happened, and never saw a hidden shape
     assert proposer.observed[:5] == [("faster.py", True), ("wrong.py", False), ("torch_op.py", False),
@@ -226,6 +230,19 @@ def test_scripted_run_end_to_end(tmp_path):
     assert proposer.contexts[1].incumbent_source == faster                # incumbent moved after iteration 1
     assert proposer.contexts[1].memory[-1].iteration == 1
     assert "rejected at correctness" in proposer.contexts[2].feedback or "correctness" in proposer.contexts[2].feedback
+
+
+def test_without_the_screen_every_gated_candidate_gets_its_ab(tmp_path):
+    """acceptance.screen=false: the slower candidate is re-measured in A/B pairs and loses there."""
+    c = make_candidates(tmp_path / "cands")
+    proposer = RecordingProposer([str(c["slower.py"])])
+    loop, audit = make_loop(tmp_path, proposer, cfg=config(tmp_path, "acceptance.screen=false"),
+                            evaluate=ScoredSandbox(), limits=BudgetLimits(iterations=1))
+    loop.run()
+    roles = [r.body["role"] for r in audit.records("run-1", "evaluation")]
+    assert roles.count("ab_incumbent") == roles.count("ab_candidate") == 1
+    decision = audit.records("run-1", "iteration")[1].body["decision"]
+    assert decision["rule"] == "ab-interleaved" and not decision["accept"]
 
 
 def test_dropout_masks_records_from_the_proposer_by_construction(tmp_path):
@@ -403,7 +420,8 @@ def test_gpu_run_uses_interleaved_ab_and_times_the_baselines(tmp_path):
     shapes = (Shape.make("decode-4k", {"T": 8, "H": 4096}, dtype="bf16", weight=2.0),
               Shape.make("prefill-4k", {"T": 2048, "H": 4096}, dtype="bf16", weight=1.0))
     proposer = RecordingProposer([str(c["faster.py"]), str(c["slower.py"]), str(c["wrong.py"])])
-    cfg = load_config(None, [f"home={tmp_path / 'home'}", "acceptance.repeats=3", "knowledge.enabled=false"])
+    cfg = load_config(None, [f"home={tmp_path / 'home'}", "acceptance.repeats=3", "knowledge.enabled=false",
+                             "acceptance.screen=false"])
     loop, audit = make_loop(tmp_path, proposer, cfg=cfg, shapes=shapes, target=2.0)   # never reached: run all three
     out = loop.run()
     assert not out.interpreter and out.score is not None

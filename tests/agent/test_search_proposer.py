@@ -167,20 +167,25 @@ def test_search_space_declaration_overrides_a_grid():
 
 # ---- pruning by the profile ---------------------------------------------------------------------
 
+WARP_SPECIALIZED = SMALL.replace('    "num_stages": 3,\n', '    "num_stages": 3,\n    "NUM_CONSUMER_GROUPS": 1,\n')
+
+
 def test_memory_bound_kernels_get_no_compute_side_moves():
-    base = read_configs(SMALL).value
-    proposals = _run(SearchProposer(seed=1), _ctx(result=_result("memory")), 40)
+    base = read_configs(WARP_SPECIALIZED).value
+    assert "NUM_CONSUMER_GROUPS" in base
+    proposals = _run(SearchProposer(seed=1), _ctx(source=WARP_SPECIALIZED, result=_result("memory")), 40)
     assert len(proposals) == 40
     touched = set().union(*(_changed(p.meta["config"], base) for p in proposals))
-    assert touched == {"BLOCK_M", "GROUP_M", "num_warps"}          # never num_stages or BLOCK_K
+    # stages and BLOCK_K set the bytes in flight, which a memory-bound loop needs; consumer groups only feed MMAs
+    assert touched == {"BLOCK_M", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
     assert any(p.meta["move"] == "restart" for p in proposals)      # restarts obey the pruning too
 
 
 def test_compute_bound_kernels_get_no_memory_side_moves():
-    base = read_configs(SMALL).value
-    proposals = _run(SearchProposer(seed=1), _ctx(result=_result("compute")), 30)
+    base = read_configs(WARP_SPECIALIZED).value
+    proposals = _run(SearchProposer(seed=1), _ctx(source=WARP_SPECIALIZED, result=_result("compute")), 30)
     touched = set().union(*(_changed(p.meta["config"], base) for p in proposals))
-    assert "GROUP_M" not in touched and {"BLOCK_K", "num_stages"} <= touched
+    assert "GROUP_M" not in touched and {"BLOCK_K", "num_stages", "NUM_CONSUMER_GROUPS"} <= touched
 
 
 def test_decisive_counters_override_the_roofline_regime():

@@ -217,7 +217,8 @@ def test_seed_config_buckets_follow_rows_per_expert():
     assert seed._pick_config(1, 128, 8)["BLOCK_M"] == 16          # decode
     assert seed._pick_config(8192, 128, 8)["BLOCK_M"] == 128      # Qwen3 prefill: 512 rows per expert
     assert seed._pick_config(64, 8, 2)["BLOCK_M"] == 32           # Mixtral, 16 rows per expert
-    assert seed._pick_config(256, 256, 8)["BLOCK_M"] == 16        # DeepSeek: 8 rows per expert
+    assert seed._pick_config(256, 256, 8)["BLOCK_M"] == 32        # DeepSeek: 8 rows per expert (H200-tuned)
+    assert seed._pick_config(16, 256, 8)["BLOCK_M"] == 16         # DeepSeek decode: 0.5 rows per expert
 
 
 # ---- Hopper compilation (no GPU needed) ------------------------------------------------------------

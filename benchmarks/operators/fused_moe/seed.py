@@ -23,25 +23,37 @@ import triton.language as tl
 
 # Tile shapes by rows per expert, m = T * k / E (how full a BLOCK_M tile of one expert gets; T alone
 # cannot tell DeepSeek's 256 experts from Mixtral's 8): the first bucket whose bound is >= m is used.
-# Small m (decode) is memory-bound: thin BLOCK_M, narrow BLOCK_N so many programs stream the experts'
-# weights, deep BLOCK_K with several stages in flight. Large m is compute-bound: wgmma-sized tiles.
+# Tuned on the H200 from the exhaustive 288-config table of benchmarks/results/moe_search.md: per
+# bucket, the config with the best weighted attainment on the hot shapes whose m falls in it (the
+# last bucket, which no hot shape reaches, keeps the earlier hand-picked wgmma-sized tiles).
+# Small m (decode) is memory-bound: thin BLOCK_M, wide loads with 2-3 stages in flight.
 CONFIGS = {
     "buckets": [
-        (12, dict(BLOCK_M=16, GROUP_M=1,
-                  gemm1=dict(BLOCK_N=32, BLOCK_K=256, num_warps=4, num_stages=4),
-                  gemm2=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4))),
-        (48, dict(BLOCK_M=32, GROUP_M=4,
-                  gemm1=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4),
-                  gemm2=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4))),
-        (160, dict(BLOCK_M=64, GROUP_M=8,
-                   gemm1=dict(BLOCK_N=64, BLOCK_K=64, num_warps=4, num_stages=4),
-                   gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
+        (2, dict(BLOCK_M=16, GROUP_M=1,
+                 gemm1=dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=2),
+                 gemm2=dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=2))),
+        (6, dict(BLOCK_M=16, GROUP_M=16,
+                 gemm1=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3),
+                 gemm2=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3))),
+        (12, dict(BLOCK_M=32, GROUP_M=1,
+                  gemm1=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2),
+                  gemm2=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2))),
+        (24, dict(BLOCK_M=32, GROUP_M=1,
+                  gemm1=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4),
+                  gemm2=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4))),
+        (48, dict(BLOCK_M=64, GROUP_M=16,
+                  gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
+                  gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
+        (160, dict(BLOCK_M=128, GROUP_M=1,
+                   gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
+                   gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3))),
         (1 << 62, dict(BLOCK_M=128, GROUP_M=8,
                        gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
                        gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4))),
     ],
-    # GEMM 1 halves BLOCK_N (not below 16) while it would launch fewer programs than this (H200: 132 SMs).
-    "gemm1_min_programs": 128,
+    # GEMM 1 halves BLOCK_N (not below 16) while it would launch fewer programs than this. 0: off, as
+    # the tuned table was measured (its decode configs already launch enough programs).
+    "gemm1_min_programs": 0,
     "align_single_program_max_pairs": 1024,
     "align_chunk": 1024,             # pairs per chunk program (power of two), grown when chunks would not fit
     "align_max_tile": 16384,         # chunks (rounded to 2^n) x expert bins the offsets program holds at once
