@@ -245,6 +245,33 @@ def test_without_the_screen_every_gated_candidate_gets_its_ab(tmp_path):
     assert decision["rule"] == "ab-interleaved" and not decision["accept"]
 
 
+class FirstReadsLowSandbox(ScoredSandbox):
+    """As measured on the H200: a full evaluation (correctness on) reads lower than the light A/B re-measures."""
+
+    def __call__(self, req):
+        result = super().__call__(req)
+        if req.correctness:
+            for s in result.visible_shapes():
+                s.attainment = s.attainment * 0.75 if s.attainment is not None else None
+        return result
+
+
+def test_the_screen_compares_first_measurements_with_first_measurements(tmp_path):
+    """After an acceptance the incumbent's score is its A/B median; a later candidate's first (full) measurement
+    must be screened against the incumbent's first measurement, or a biased full evaluation would screen out
+    every later gain."""
+    c = make_candidates(tmp_path / "cands")
+    (tmp_path / "cands" / "fastest.py").write_text(_scale_rows(seed_source(), 4))
+    proposer = RecordingProposer([str(c["faster.py"]), str(tmp_path / "cands" / "fastest.py")])
+    loop, audit = make_loop(tmp_path, proposer, evaluate=FirstReadsLowSandbox(), limits=BudgetLimits(iterations=2))
+    loop.run()
+    decisions = [r.body["decision"] for r in audit.records("run-1", "iteration")][1:]
+    assert [d["rule"] for d in decisions] == ["ab-interleaved", "ab-interleaved"]
+    assert [d["accept"] for d in decisions] == [True, True]
+    # fastest's first read (1.0 x 0.75) is below faster's A/B score (0.833) but above faster's first read (0.625)
+    assert decisions[1]["candidate"][0] == pytest.approx(1.0)
+
+
 def test_dropout_masks_records_from_the_proposer_by_construction(tmp_path):
     c = make_candidates(tmp_path / "cands")
     steps = [("error", f"no idea #{i}") for i in range(1, 3)] + [str(c["faster.py"])] + \
