@@ -8,11 +8,10 @@ change several slots at once. The search ranks its moves with it (agent/proposer
 
 The model. One-hot features, one per (slot, value), plus one per pair of (slot, value)s when there are
 at most 12 slots (shrunk 4x harder: an interaction needs more evidence than a main effect); ridge
-regression on the scores minus their mean, so a value never measured has effect 0 (the mean). Ranking uses an optimistic bound, the predicted
-score plus `explore` x the scores' standard deviation x sum over slots of 1/sqrt(1 + n), n the number
-of measured configs with that slot's value (the spread floored at 2% of the mean): a value seen rarely
-still gets tried. Pure and
-deterministic; numpy only.
+regression on the scores minus their mean, so a value never measured has effect 0 (the mean).
+Ranking uses an optimistic bound: the prediction plus `explore` x the scores' standard deviation
+(floored at 2% of their mean) x the sum over slots of 1/sqrt(1 + n), n the number of measured configs
+with that slot's value, so a value seen rarely still gets tried. Pure and deterministic; numpy only.
 """
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ class AdditiveModel:
     def __init__(self, slots: Sequence[Slot], ridge: float = RIDGE, explore: float = EXPLORE):
         self.slots = list(slots)
         self.ridge, self.explore = ridge, explore
-        self.columns: dict[tuple[int, Any], int] = {}
+        self.columns: dict[tuple, int] = {}       # (slot, value) or (slot, value, slot, value) -> column
         for i, slot in enumerate(self.slots):
             for v in slot.rule.grid(slot.value):
                 self.columns[(i, v)] = len(self.columns)
