@@ -23,6 +23,15 @@ def raw(path):
     return db
 
 
+def tampered(tmp_path, edit):
+    """Fill a trail, close it, let edit(db) change the file behind the triggers' back, then verify it afresh."""
+    filled(tmp_path).close()
+    db = raw(tmp_path / "audit.db")
+    edit(db)
+    db.close()
+    return Audit(tmp_path / "audit.db").verify()
+
+
 def test_fresh_trail_verifies_and_uses_wal(tmp_path):
     a = filled(tmp_path)
     rep = a.verify()
@@ -52,115 +61,99 @@ def test_triggers_refuse_update_and_delete(tmp_path):
 
 
 def test_edited_record_is_named(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    body = json.loads(db.execute("SELECT body FROM records WHERE seq = 4").fetchone()[0])
-    body["score"] = 0.99                         # a better-looking score, written canonically
-    db.execute("UPDATE records SET body = ? WHERE seq = 4", (canonical_json(body),))
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        body = json.loads(db.execute("SELECT body FROM records WHERE seq = 4").fetchone()[0])
+        body["score"] = 0.99                         # a better-looking score, written canonically
+        db.execute("UPDATE records SET body = ? WHERE seq = 4", (canonical_json(body),))
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and rep.first_bad_seq == 4
     assert "record #4" in rep.problem and "edited" in rep.problem
 
 
 def test_non_canonical_edit_is_named(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    body = db.execute("SELECT body FROM records WHERE seq = 3").fetchone()[0]
-    db.execute("UPDATE records SET body = ? WHERE seq = 3", (json.dumps(json.loads(body), indent=1),))
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        body = db.execute("SELECT body FROM records WHERE seq = 3").fetchone()[0]
+        db.execute("UPDATE records SET body = ? WHERE seq = 3", (json.dumps(json.loads(body), indent=1),))
+
+    rep = tampered(tmp_path, edit)
     assert rep.first_bad_seq == 3 and "canonical" in rep.problem
 
 
 def test_deleted_record_is_named(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    db.execute("DELETE FROM records WHERE seq = 3")
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        db.execute("DELETE FROM records WHERE seq = 3")
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and rep.first_bad_seq == 3 and "missing" in rep.problem
 
 
 def test_deleted_and_renumbered_record_is_named(tmp_path):
     """Deleting #3 and shifting the later rows down to close the gap still breaks the link at #3."""
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    db.execute("DELETE FROM records WHERE seq = 3")
-    for s in (4, 5, 6):
-        db.execute("UPDATE records SET seq = ? WHERE seq = ?", (s - 1, s))
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        db.execute("DELETE FROM records WHERE seq = 3")
+        for s in (4, 5, 6):
+            db.execute("UPDATE records SET seq = ? WHERE seq = ?", (s - 1, s))
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and rep.first_bad_seq == 3
 
 
 def test_swapped_records_are_named(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    cols = "run_id, kind, ts, body, prev_hash, hash"
-    r4 = db.execute(f"SELECT {cols} FROM records WHERE seq = 4").fetchone()
-    r5 = db.execute(f"SELECT {cols} FROM records WHERE seq = 5").fetchone()
-    db.execute("UPDATE records SET hash = 'tmp' WHERE seq = 4")    # keep the UNIQUE(hash) constraint happy
-    for seq, row in ((5, r4), (4, r5)):
-        db.execute("UPDATE records SET run_id=?, kind=?, ts=?, body=?, prev_hash=?, hash=? WHERE seq=?", (*row, seq))
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        cols = "run_id, kind, ts, body, prev_hash, hash"
+        r4 = db.execute(f"SELECT {cols} FROM records WHERE seq = 4").fetchone()
+        r5 = db.execute(f"SELECT {cols} FROM records WHERE seq = 5").fetchone()
+        db.execute("UPDATE records SET hash = 'tmp' WHERE seq = 4")    # keep the UNIQUE(hash) constraint happy
+        for seq, row in ((5, r4), (4, r5)):
+            db.execute("UPDATE records SET run_id=?, kind=?, ts=?, body=?, prev_hash=?, hash=? WHERE seq=?",
+                       (*row, seq))
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and rep.first_bad_seq == 4 and "reordered" in rep.problem
 
 
 def test_truncated_tail_is_caught_by_the_head_file(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    db.execute("DELETE FROM records WHERE seq = 6")
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        db.execute("DELETE FROM records WHERE seq = 6")
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and rep.first_bad_seq == 6 and "deleted from the end" in rep.problem
 
 
 def test_rewritten_chain_is_caught_by_the_head_file(tmp_path):
     """Someone who edits a record and recomputes every later hash still disagrees with the head file."""
     from agent.audit import record_hash
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    rows = db.execute("SELECT seq, run_id, kind, ts, body FROM records ORDER BY seq").fetchall()
-    prev = "0" * 64
-    db.execute("UPDATE records SET hash = 'x' || seq")
-    for seq, run_id, kind, ts, body in rows:
-        b = json.loads(body)
-        if seq == 2:
-            b["score"] = 0.99
-        h = record_hash(seq, run_id, kind, ts, prev, b)
-        db.execute("UPDATE records SET body=?, prev_hash=?, hash=? WHERE seq=?", (canonical_json(b), prev, h, seq))
-        prev = h
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+
+    def edit(db):
+        rows = db.execute("SELECT seq, run_id, kind, ts, body FROM records ORDER BY seq").fetchall()
+        prev = "0" * 64
+        db.execute("UPDATE records SET hash = 'x' || seq")
+        for seq, run_id, kind, ts, body in rows:
+            b = json.loads(body)
+            if seq == 2:
+                b["score"] = 0.99
+            h = record_hash(seq, run_id, kind, ts, prev, b)
+            db.execute("UPDATE records SET body=?, prev_hash=?, hash=? WHERE seq=?", (canonical_json(b), prev, h, seq))
+            prev = h
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and rep.first_bad_seq == 6 and "rewritten" in rep.problem
 
 
 def test_edited_source_is_caught(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    db.execute("UPDATE blobs SET content = 'def k():\n    return 1\n'")
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        db.execute("UPDATE blobs SET content = 'def k():\n    return 1\n'")
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and "does not match its sha256" in rep.problem
 
 
 def test_deleted_source_is_caught(tmp_path):
-    a = filled(tmp_path)
-    a.close()
-    db = raw(tmp_path / "audit.db")
-    db.execute("DELETE FROM blobs")
-    db.close()
-    rep = Audit(tmp_path / "audit.db").verify()
+    def edit(db):
+        db.execute("DELETE FROM blobs")
+
+    rep = tampered(tmp_path, edit)
     assert not rep.ok and "missing from blobs" in rep.problem
 
 

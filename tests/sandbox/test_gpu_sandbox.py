@@ -19,30 +19,8 @@ HERE = Path(__file__).resolve().parent
 SHAPES = (Shape.make("t1", {"T": 1, "H": 4096}, dtype="bf16", weight=2.0),
           Shape.make("t64", {"T": 64, "H": 4096}, dtype="bf16", weight=1.0))
 
-HONEST = '''
-import torch
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, H, stride_x, stride_y, eps, BLOCK_H: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK_H)
-    mask = cols < H
-    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / H + eps)
-    tl.store(y_ptr + row * stride_y + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def rms_norm(x, weight, eps=1e-6):
-    T, H = x.shape
-    y = torch.empty((T, H), dtype=x.dtype, device=x.device)
-    _rms_norm_kernel[(T,)](x, weight, y, H, x.stride(0), y.stride(0), eps, BLOCK_H=triton.next_power_of_2(H),
-                           num_warps=8)
-    return y
-'''
+# One program per row, from the honest corpus (accepted there on the CPU and on the H200).
+HONEST = (HERE / "honest" / "rms_norm_row_per_program.py").read_text()
 
 # PyTorch does the work; a Triton kernel is launched only to look like a candidate.
 HIDDEN_TORCH = '''
@@ -143,8 +121,9 @@ def test_out_of_bounds_write_is_rejected_and_the_next_evaluation_is_unaffected()
 
 
 def test_gpu_out_of_memory_is_a_rejection():
-    src = HONEST.replace("    y = torch.empty((T, H)", "    big = torch.empty((1 << 44,), dtype=torch.uint8, device=x.device)\n"
-                                                    "    y = torch.empty((T, H)")
+    src = HONEST.replace("    out = torch.empty((T, H)", "    big = torch.empty((1 << 44,), dtype=torch.uint8, device=x.device)\n"
+                                                      "    out = torch.empty((T, H)")
+    assert src != HONEST
     res = evaluate(request(src, timing=False))
     assert not res.accepted and "out of memory" in res.reasons[0].lower()
 
