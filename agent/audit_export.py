@@ -283,6 +283,26 @@ def render_test_file(op: str, run_id: str, shapes: list[dict[str, Any]]) -> str:
     return _TEST_TEMPLATE.format(op=op, run_id=run_id, shapes=json.dumps(rows, indent=4))
 
 
+def _e2e_files(home: Path, sha256: str) -> dict[str, str]:
+    """`aka e2e` records that used this very kernel (latency, drift): the evidence that it works inside a model."""
+    from agent.e2e.run import evidence_for
+    records = evidence_for(home, sha256)
+    if not records:
+        return {}
+    lines = ["# This kernel inside a model (`aka e2e`)", "",
+             "| model | layers | tp | S_TTFT | S_TPOT | logits rel L2 (bound) | top-1 agreement | passed |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        m, s, d = r["model"], r["scores"], r["drift"]
+        fmt = lambda v: "-" if v is None else f"{v:.3f}"
+        lines.append(f"| {m['name']} | {m['layers']}/{m['full_layers']} | {m['tp']} | {fmt(s.get('S_TTFT'))} | "
+                     f"{fmt(s.get('S_TPOT'))} | {d['rel_l2']:.3g} ({d['bound']:g}) | {d['top1_agreement']:.3f} | "
+                     f"{'yes' if r['passed'] else 'no'} |")
+    notes = sorted({n for r in records for n in r.get("notes", [])})
+    return {"E2E.md": "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n",
+            "e2e.json": json.dumps(records, indent=2, default=str) + "\n"}
+
+
 def export_run(audit: Audit, run_id: str, out_dir: str | Path) -> list[Path]:
     """Write the bundle for `run_id` into out_dir; returns the files written."""
     view = load_run(audit, run_id)
@@ -317,6 +337,7 @@ def export_run(audit: Audit, run_id: str, out_dir: str | Path) -> list[Path]:
                       f"(hash {acc_records[-1].hash if acc_records else '?'}) in the run's audit database; "
                       f"`aka audit verify` checks the chain.\n"),
     }
+    files.update(_e2e_files(Path(audit.path).parent, final["source_sha256"]))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

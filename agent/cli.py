@@ -200,10 +200,12 @@ def _mount() -> None:
     """Sub-commands that live in their own modules."""
     from agent.cli_audit import app as audit_app
     from agent.cli_kb import app as kb_app
+    from agent.cli_e2e import e2e
     from agent.cli_optimize import optimize
     app.add_typer(kb_app, name="kb", help="the knowledge base: build, add, query, stats")
     app.add_typer(audit_app, name="audit", help="review runs: list, show, diff, verify, export")
     app.command("optimize")(optimize)
+    app.command("e2e")(e2e)
 
 
 _mount()

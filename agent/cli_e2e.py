@@ -1,0 +1,128 @@
+"""`aka e2e`: accepted kernels inside a decoder built from configs/models.yaml (random weights, no download).
+
+    aka e2e --model llama-3.1-8b [--kernels DIR|RUN...] [--tp N] [--layers N] [--phase prefill|decode|both]
+
+Measures stock vs aka in one process, interleaved: prefill latency at the serving mix's prefill token counts
+(a TTFT proxy) and decode-step latency at its decode batch sizes (a TPOT proxy), S_TTFT = T_stock/T_aka and
+S_TPOT against the 0.98 gate, and the logit drift over fixed prompts. Without a GPU the kernels run under
+Triton's interpreter on a model you shrink with -m (e.g. -m hidden_size=64): drift only.
+Exit codes: 0 passed, 1 a gate failed, 2 usage or set-up error.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from agent.config import use_interpreter_if_no_gpu
+
+
+def _usage(message: str) -> typer.Exit:
+    from agent.cli import usage_error       # late: agent.cli imports this module to mount the command
+    return usage_error(message)
+
+
+def _overrides(items: List[str]) -> dict:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise _usage(f"-m {item!r}: expected key=value, e.g. -m num_hidden_layers=2")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def e2e(model: str = typer.Option(..., "--model", help="a model of configs/models.yaml, e.g. llama-3.1-8b"),
+        kernels: List[str] = typer.Option([], "--kernels", help="a folder of <op>.py files, or run ids / `last` "
+                                          "(default: the seeds)"),
+        ops: str = typer.Option("rms_norm,silu_and_mul,gemm,fused_moe", "--ops", help="operators to replace"),
+        tp: int = typer.Option(1, "--tp", help="tensor parallelism: build one GPU's shard"),
+        layers: Optional[int] = typer.Option(None, "--layers", help="decoder layers to build (default: all)"),
+        phase: str = typer.Option("both", "--phase", help="prefill | decode | both"),
+        tokens: Optional[str] = typer.Option(None, "--tokens", help="comma-separated token counts / batch sizes "
+                                             "(default: the serving mix's)"),
+        model_override: List[str] = typer.Option([], "-m", help="model config override key=value (tests, small runs)"),
+        json_out: Optional[Path] = typer.Option(None, "--json", help="also write the record here"),
+        config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
+        override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
+    """Stock vs aka kernels inside a decoder: latency (TTFT/TPOT proxies) and logit drift."""
+    from agent.cli import _config
+    interpreter = use_interpreter_if_no_gpu()
+    cfg = _config(config, override)
+    if phase not in ("prefill", "decode", "both"):
+        raise _usage(f"--phase {phase!r}: choose prefill, decode or both")
+    try:
+        counts = [int(t) for t in tokens.split(",")] if tokens else None
+    except ValueError:
+        raise _usage(f"--tokens {tokens!r}: expected comma-separated integers, e.g. --tokens 1024,4096")
+    if counts is not None and any(t < 1 for t in counts):
+        raise _usage(f"--tokens {tokens}: every count must be at least 1")
+    if json_out is not None and json_out.exists() and json_out.is_dir():
+        raise _usage(f"--json {json_out} is a directory; give a file path")
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise _usage("aka e2e needs transformers (pip install transformers); the GPU box has it")
+    from agent.e2e.kernels import KernelError, resolve
+    from agent.e2e.models import ModelError
+    from agent.e2e.run import run, save
+    phases = ("prefill", "decode") if phase == "both" else (phase,)
+    op_list = tuple(o.strip() for o in ops.split(",") if o.strip())
+
+    def open_audit():
+        from agent.audit import Audit
+        if not Path(cfg.audit_db).is_file():
+            raise _usage(f"--kernels {' '.join(kernels)}: not a folder, and no audit database at {cfg.audit_db} "
+                              f"to find runs in")
+        return Audit(cfg.audit_db)
+
+    try:
+        chosen = resolve(kernels, op_list, open_audit)
+        report = run(model, chosen, tp=tp, layers=layers, phases=phases,
+                     tokens={p: counts for p in phases} if counts else None,
+                     device="cpu" if interpreter else "cuda", overrides=_overrides(model_override),
+                     dtype="fp32" if interpreter else "bf16", say=typer.echo)
+    except (KernelError, ModelError) as e:
+        raise _usage(str(e))
+    except Exception as e:                     # an AuditError for an unknown run id, a bad config value
+        if type(e).__name__ in ("AuditError", "ExportError"):
+            raise _usage(str(e))
+        raise
+    _print(report)
+    path = save(report, cfg.home_dir)
+    typer.echo(f"saved {path}")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report.to_json(), indent=2, default=str))
+        typer.echo(f"wrote {json_out}")
+    raise typer.Exit(0 if report.passed else 1)
+
+
+def _print(report) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+    from agent.e2e.measure import GATE
+    console = Console()
+    if report.latency:
+        t = Table(title=escape(f"{report.model.line()}: stock vs aka"))
+        for col in ("phase", "tokens", "timing", "stock us", "aka us", "stock/aka"):
+            t.add_column(col, justify="right")
+        for r in report.latency:
+            t.add_row(r.phase, str(r.tokens), r.mode, f"{r.stock_us:.1f}", f"{r.aka_us:.1f}", f"{r.speedup:.3f}")
+        console.print(t)
+    for key, v in report.scores.items():
+        if v is not None:
+            verdict = "[green]pass[/]" if v >= GATE else "[red]fail[/]"
+            console.print(f"{key} = {v:.3f} (gate {GATE}) {verdict}")
+    d = report.drift
+    console.print(f"logit drift: rel L2 {d.rel_l2:.3g} (bound {d.bound:g}), max |d| {d.max_abs:.4g}, mean KL "
+                  f"{d.mean_kl:.3g}, top-1 agreement {d.top1_agreement:.3f}: "
+                  f"{'[green]pass[/]' if d.passed else '[red]fail[/]'}")
+    for n in report.notes:
+        console.print(f"note: {escape(n)}")
