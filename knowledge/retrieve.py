@@ -19,7 +19,7 @@ RRF_K = 60          # the constant from the original RRF paper; damps the head o
 CANDIDATES = 50     # depth each ranker contributes to the fusion
 # Weighted RRF (keyword, vector). bm25 is the stronger ranker on our corpus: error messages and
 # API names match literally, and the embedding model reads only the first ~256 word pieces of a
-# chunk. The weight was chosen on the even-numbered half of benchmarks/retrieval_queries.yaml
+# chunk. The weight was chosen on the even-numbered half of knowledge/retrieval_queries.yaml
 # (1.5 and 2.0 tied there; the smaller was kept) and checked on the held-out odd half, where it
 # beat unweighted RRF too; benchmarks/results/retrieval.md reports both halves.
 FUSION_WEIGHTS = (1.5, 1.0)

@@ -6,7 +6,7 @@ Header lines (comments at the top of each file):
   # op: rms_norm                     # needs: cpu (decidable under the interpreter) | gpu
   # why: <reason>                    # cause: <text the reason must contain; alternatives with |> (optional)
   # dims: T=1 H=128 | T=4 H=256      (optional visible shapes)   # timeout_s: 40 (optional)
-Used by the corpus test and by benchmarks/scripts/sandbox_h200.py, which runs both corpora on a GPU.
+Used by the corpus test and by sandbox/studies/sandbox_h200.py, which runs both corpora on a GPU.
 """
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def test_without_the_model_the_optimum_takes_more_proposals(monkeypatch):
 
 
 def _study():
-    spec = importlib.util.spec_from_file_location("moe_search_study", ROOT / "benchmarks/scripts/moe_search_study.py")
+    spec = importlib.util.spec_from_file_location("moe_search_study", ROOT / "agent/studies/moe_search_study.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.retrieval_eval import load_queries, matches, missing_labels, recall
+from knowledge.retrieval_eval import load_queries, matches, missing_labels, recall
 from knowledge.api_extract import api_documents
 from knowledge.ingest import chunk_document
 

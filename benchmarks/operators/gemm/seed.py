@@ -22,7 +22,7 @@ CONFIGS = {
         (32, dict(BLOCK_M=32, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)),
         (64, dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)),
         (128, dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4)),
-        # M >= 256: the best of a 48-config sweep on the H200 (benchmarks/scripts/config_sweep.py,
+        # M >= 256: the best of a 48-config sweep on the H200 (agent/studies/config_sweep.py,
         # 2026-11-29): 128x128x64, 4 warps, 5 stages: 56.9 us at M256-N7168-K8192 (the first seed's
         # 128x64 tiles, 8 warps: 72.8 us) and 1727 us at M8192-N7168-K8192 (its 128x256x64, 8 warps,
         # 3 stages: 1808 us). torch.matmul (cuBLAS) took 44.5 and 1420 us in the same run.

@@ -8,7 +8,7 @@ weight-averaged attainment over those shapes. Then the search proposer and rando
 against that measured table, with the same evaluation budgets: the table is real measurements, and a
 replay lets every strategy see exactly the same numbers.
 
-    python3 benchmarks/scripts/moe_search_study.py --out benchmarks/results/moe_search.md [--shapes 8]
+    python3 agent/studies/moe_search_study.py --out benchmarks/results/moe_search.md [--shapes 8]
 
 With --table FILE the measurement is skipped and the replays run on a saved table (no GPU needed).
 """
@@ -257,9 +257,9 @@ def main() -> int:
     s_final = [t[-1] / best for t in searches]
     r_final = [t[-1] / best for t in randoms]
     lines = [f"# fused_moe: search vs exhaustive vs random ({datetime.date.today().isoformat()})", "",
-             (f"Command: `python3 benchmarks/scripts/moe_search_study.py --out {args.out} --table {args.table}` "
+             (f"Command: `python3 agent/studies/moe_search_study.py --out {args.out} --table {args.table}` "
               f"(replays on a table measured earlier; no GPU)" if args.table else
-              f"Command: `python3 benchmarks/scripts/moe_search_study.py --out {args.out} --shapes {args.shapes}`"), "",
+              f"Command: `python3 agent/studies/moe_search_study.py --out {args.out} --shapes {args.shapes}`"), "",
              f"GPU {env.get('gpu')}, driver {env.get('driver')}, torch {env.get('torch')}, triton {env.get('triton')}; "
              f"floor {floor * 1e6:.2f} us; datasheet ceilings (h200).", "",
              f"Space: {' x '.join(f'{k} {v}' for k, v in GRID.items())} = {len(configs)} configs "

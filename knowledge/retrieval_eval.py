@@ -1,10 +1,10 @@
 """Retrieval quality: recall@k of keyword-only, vector-only and hybrid search on a labelled set.
 
-    python -m benchmarks.retrieval_eval [--kb-dir DIR] [--k 5] [--write]
+    python -m knowledge.retrieval_eval [--kb-dir DIR] [--k 5] [--write]
 
 Builds the full knowledge base (our notes, seed kernels, honest candidates, the api layer) into
 a fresh temporary directory unless --kb-dir names one, runs every query of
-benchmarks/retrieval_queries.yaml in the three modes, and prints (with --write also saves to
+knowledge/retrieval_queries.yaml in the three modes, and prints (with --write also saves to
 benchmarks/results/retrieval.md) recall@k overall and per query kind, with the misses.
 
 A script, not the scoring core: it imports the knowledge package.
@@ -27,7 +27,7 @@ import yaml
 from knowledge.retrieve import CANDIDATES, FUSION_WEIGHTS, RRF_K
 
 ROOT = Path(__file__).resolve().parent.parent
-QUERIES = ROOT / "benchmarks" / "retrieval_queries.yaml"
+QUERIES = ROOT / "knowledge" / "retrieval_queries.yaml"
 REPORT = ROOT / "benchmarks" / "results" / "retrieval.md"
 # (row name, search mode, RRF weights or None for the default)
 ROWS = (("keyword", "keyword", None), ("vector", "vector", None), ("hybrid", "hybrid", None),
@@ -134,7 +134,7 @@ def render(results: dict, queries: list[LabelledQuery], k: int, corpus: dict, bu
         f"- command: `{command}`",
         f"- corpus: " + ", ".join(f"{layer} {c['chunks']} chunks / {c['sources']} sources"
                                   for layer, c in corpus.items()) + f"; full build {build_s:.0f} s",
-        f"- labelled set: benchmarks/retrieval_queries.yaml, {len(queries)} queries ("
+        f"- labelled set: knowledge/retrieval_queries.yaml, {len(queries)} queries ("
         + ", ".join(f"{counts[kind]} {kind}" for kind in kinds) + ")",
         f"- metric: recall@{k} = share of a query's labelled chunks found in the top {k}, averaged over queries",
         "",
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print("labels that match no chunk (fix the labels or the corpus):\n  " + "\n  ".join(missing), file=sys.stderr)
         return 2
     results = evaluate(kb, queries, args.k)
-    command = "python -m benchmarks.retrieval_eval" + (" --write" if args.write else "")
+    command = "python -m knowledge.retrieval_eval" + (" --write" if args.write else "")
     report = render(results, queries, args.k, kb.stats()["layers"], build_s, command)
     kb.close()
     if tmp is not None:

@@ -3,7 +3,7 @@
 For kernel development only (fast feedback, one process, no sandbox): the numbers reported in
 benchmarks/results/ come from measure_seeds.py, which goes through the sandbox.
 
-    python3 benchmarks/scripts/seed_probe.py [--ops gemm,fused_moe] [--no-compile] [--json out.json]
+    python3 agent/studies/seed_probe.py [--ops gemm,fused_moe] [--no-compile] [--json out.json]
 """
 from __future__ import annotations
 

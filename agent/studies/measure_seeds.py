@@ -4,7 +4,7 @@ Runs `aka bench` (through the sandbox: CUDA-graph replay, L2 cold, input sets ro
 time beside it) for the seed and both baselines, then writes one markdown report with attainment per
 shape against the calibrated ceilings (and the datasheet S_i beside it).
 
-    python3 benchmarks/scripts/measure_seeds.py --out benchmarks/results/h200.md [--ops rms_norm,gemm]
+    python3 agent/studies/measure_seeds.py --out benchmarks/results/h200.md [--ops rms_norm,gemm]
 
 A script, not part of the scoring core: it drives the CLI in subprocesses and reads their JSON.
 """
@@ -113,7 +113,7 @@ def main() -> int:
                             for kind, extra in KINDS if kind in args.kinds.split(",")}
     records = [r for runs in all_runs.values() for r in runs.values() if r]
     lines = [f"# Seed kernels on the GPU ({datetime.date.today().isoformat()})", "",
-             f"Command: `python3 benchmarks/scripts/measure_seeds.py --out {args.out} --shape-set {args.shape_set}`", "",
+             f"Command: `python3 agent/studies/measure_seeds.py --out {args.out} --shape-set {args.shape_set}`", "",
              "Timing: CUDA-graph replay, L2 flushed, input sets rotated, median (the score's T); the eager-launch "
              "time beside it. Baselines are what a user would run instead (each operator's `baseline()`: e.g. "
              "`a @ b.T` in bf16 for gemm, the per-expert loop for fused_moe), eager and under torch.compile, "

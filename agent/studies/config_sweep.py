@@ -3,7 +3,7 @@
 Development tool: each config is applied by rewriting the seed module's CONFIGS in memory, checked
 against the reference once, and timed like the score (CUDA-graph replay, L2 cold, rotated inputs).
 
-    python3 benchmarks/scripts/config_sweep.py --op gemm --shapes M256-N7168-K8192,M8192-N7168-K8192
+    python3 agent/studies/config_sweep.py --op gemm --shapes M256-N7168-K8192,M8192-N7168-K8192
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The sandbox on a GPU: both corpora's verdicts, the timing spread of one kernel measured twice, and the
 agreement between the sandbox's median and Nsight Compute's kernel duration on the same shapes.
 
-    python3 benchmarks/scripts/sandbox_h200.py --out benchmarks/results/sandbox_h200.md [--skip-ncu]
+    python3 sandbox/studies/sandbox_h200.py --out benchmarks/results/sandbox_h200.md [--skip-ncu]
 
 A driver script (it imports the sandbox); the scoring core in benchmarks/ imports nothing of aka.
 """
@@ -90,7 +90,7 @@ def main() -> int:
     bad = [r for r in rows if not r["as_expected"]]
     honest = [r for r in rows if r["expect"] == "accept"]
     lines = [f"# The sandbox on the H200 ({datetime.date.today().isoformat()})", "",
-             f"Command: `python3 benchmarks/scripts/sandbox_h200.py --out {args.out}`", "",
+             f"Command: `python3 sandbox/studies/sandbox_h200.py --out {args.out}`", "",
              f"torch {torch.__version__}, triton {triton.__version__}; "
              + ", ".join(f"{k}: {v}" for k, v in sorted(env.items()) if not isinstance(v, (dict, list))), "",
              "## Corpora", "",
