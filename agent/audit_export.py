@@ -290,13 +290,13 @@ def _e2e_files(home: Path, sha256: str) -> dict[str, str]:
     if not records:
         return {}
     lines = ["# This kernel inside a model (`aka e2e`)", "",
-             "| model | layers | tp | S_TTFT | S_TPOT | logits rel L2 (bound) | top-1 agreement | passed |",
+             "| model | layers | tp | S_TTFT | S_TPOT | logits rel L2 vs fp32: aka / stock (bound) | top-1 agreement | passed |",
              "|---|---|---|---|---|---|---|---|"]
     for r in records:
         m, s, d = r["model"], r["scores"], r["drift"]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"
         lines.append(f"| {m['name']} | {m['layers']}/{m['full_layers']} | {m['tp']} | {fmt(s.get('S_TTFT'))} | "
-                     f"{fmt(s.get('S_TPOT'))} | {d['rel_l2']:.3g} ({d['bound']:g}) | {d['top1_agreement']:.3f} | "
+                     f"{fmt(s.get('S_TPOT'))} | {d['rel_l2']:.3g} / {d['stock_rel_l2']:.3g} ({d['bound']:.3g}) | {d['top1_agreement']:.3f} | "
                      f"{'yes' if r['passed'] else 'no'} |")
     notes = sorted({n for r in records for n in r.get("notes", [])})
     return {"E2E.md": "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n",

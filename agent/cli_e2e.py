@@ -121,7 +121,8 @@ def _print(report) -> None:
             verdict = "[green]pass[/]" if v >= GATE else "[red]fail[/]"
             console.print(f"{key} = {v:.3f} (gate {GATE}) {verdict}")
     d = report.drift
-    console.print(f"logit drift: rel L2 {d.rel_l2:.3g} (bound {d.bound:g}), max |d| {d.max_abs:.4g}, mean KL "
+    console.print(f"logit drift vs the fp32 model: aka {d.rel_l2:.3g}, stock {d.stock_rel_l2:.3g} (bound "
+                  f"{d.bound:.3g}); aka vs stock: max |d| {d.max_abs:.4g}, mean KL "
                   f"{d.mean_kl:.3g}, top-1 agreement {d.top1_agreement:.3f}: "
                   f"{'[green]pass[/]' if d.passed else '[red]fail[/]'}")
     for n in report.notes:

@@ -17,10 +17,14 @@ from dataclasses import asdict, dataclass
 import torch
 
 GATE = 0.98                 # S_TTFT, S_TPOT: aka may cost at most 2% end to end
-# Drift gate: ||logits_aka - logits_stock|| / ||logits_stock|| over the fixed prompts. Random-weight models have
-# near-uniform next-token distributions, so KL and top-1 agreement are reported but too weak to gate on: a norm
-# kernel that ignores its weight moved KL by only 6e-5 on a tiny fp32 model, while its logits moved by several %.
-REL_L2_BOUND = {"fp32": 1e-4, "bf16": 0.05, "fp16": 0.02}
+# Drift gate: both variants run in the model's dtype and are compared with the stock model run in fp32 (the same
+# weights, upcast). aka passes when its logits are no further from that reference than RATIO x stock's own distance
+# (or within FLOOR, for fp32 models where stock is the reference). A fixed bound does not work: on random-weight
+# Llama-3.1-8B (32 layers, bf16) two correct implementations already differ by 8% in logits rel L2 (measured on the
+# H200, 2026-12-01), as rounding differences grow through the layers. KL and top-1 agreement are reported only:
+# near-uniform random-model distributions make them weak (a norm kernel that ignores its weight moved KL by 6e-5).
+RATIO = 1.5
+FLOOR = {"fp32": 1e-4, "bf16": 5e-3, "fp16": 2e-3}
 
 
 @dataclass(frozen=True)
@@ -43,18 +47,19 @@ class LatencyRow:
 class Drift:
     prompts: int
     tokens: int
-    max_abs: float
-    rel_l2: float
-    mean_kl: float
-    top1_agreement: float   # share of positions where both pick the same next token
-    bound: float            # on rel_l2, for the model's dtype (REL_L2_BOUND)
+    rel_l2: float           # ||aka - ref32|| / ||ref32|| over all logits of the prompts
+    stock_rel_l2: float     # the same for the stock model in the model's dtype
+    max_abs: float          # max |aka - stock|
+    mean_kl: float          # KL(stock || aka) per position, nats
+    top1_agreement: float   # share of positions where stock and aka pick the same next token
+    bound: float            # max(RATIO * stock_rel_l2, FLOOR[dtype])
 
     @property
     def passed(self) -> bool:
-        return math.isfinite(self.max_abs) and self.rel_l2 <= self.bound
+        return math.isfinite(self.rel_l2) and self.rel_l2 <= self.bound
 
     def to_json(self) -> dict:
-        return {**asdict(self), "passed": self.passed}
+        return {**asdict(self), "passed": self.passed, "ratio": RATIO}
 
 
 def _forward(model, ids):
@@ -124,24 +129,37 @@ def latency(model, swap, phase: str, tokens: int, *, vocab: int, rounds: int = 7
     return LatencyRow(phase, tokens, modes[0], statistics.median(samples[False]), statistics.median(samples[True]))
 
 
+def _rel(a, b) -> float:
+    return ((a - b).norm() / b.norm().clamp_min(1e-30)).item()
+
+
 def drift(model, swap, *, vocab: int, dtype: str, prompts: int = 4, tokens: int = 64, seed: int = 1234,
           device: str = "cuda") -> Drift:
-    """Fixed prompts (seeded token ids), logits of both variants in fp32."""
+    """Fixed prompts (seeded token ids): stock and aka in the model's dtype, and stock upcast to fp32 as the
+    reference. The upcast is undone exactly afterwards (bf16 -> fp32 -> bf16 is lossless)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     ids = torch.randint(0, vocab, (prompts, tokens), device=device, generator=gen)
+    low = next(model.parameters()).dtype
     with torch.no_grad():
         swap.use(False)
-        ref = _forward(model, ids).float()
+        stock = _forward(model, ids).float()
+        if low != torch.float32:
+            model.float()
+            ref = _forward(model, ids).float()
+            model.to(low)
+        else:
+            ref = stock
         swap.use(True)
         got = _forward(model, ids).float()
-    bound = REL_L2_BOUND[dtype]
+    stock_rel = _rel(stock, ref)
+    bound = max(RATIO * stock_rel, FLOOR[dtype])
     if not torch.isfinite(got).all():
-        return Drift(prompts, tokens, float("inf"), float("inf"), float("inf"), 0.0, bound)
-    logp, logq = torch.log_softmax(ref, -1), torch.log_softmax(got, -1)
+        return Drift(prompts, tokens, float("inf"), stock_rel, float("inf"), float("inf"), 0.0, bound)
+    logp, logq = torch.log_softmax(stock, -1), torch.log_softmax(got, -1)
     kl = (logp.exp() * (logp - logq)).sum(-1).mean().item()
-    agree = (ref.argmax(-1) == got.argmax(-1)).float().mean().item()
-    rel = ((ref - got).norm() / ref.norm().clamp_min(1e-30)).item()
-    return Drift(prompts, tokens, (ref - got).abs().max().item(), rel, max(kl, 0.0), agree, bound)
+    agree = (stock.argmax(-1) == got.argmax(-1)).float().mean().item()
+    return Drift(prompts, tokens, _rel(got, ref), stock_rel, (stock - got).abs().max().item(), max(kl, 0.0), agree,
+                 bound)
 
 
 def gates(rows: list[LatencyRow]) -> dict[str, float | None]:

@@ -75,8 +75,8 @@ def run(name: str, kernels: dict[str, Kernel], *, tp: int = 1, layers: int | Non
         notes.append("no GPU: kernels ran under Triton's interpreter; latency not measured, drift only")
     d = measure.drift(model, plan, vocab=vocab, device=device, dtype=dtype,
                       tokens=64 if device == "cuda" else 8, prompts=4 if device == "cuda" else 2)
-    say(f"drift: logits rel L2 {d.rel_l2:.3g} (bound {d.bound:g} for {dtype}), max |d| {d.max_abs:.4g}, "
-        f"mean KL {d.mean_kl:.3g}, top-1 agreement {d.top1_agreement:.3f}")
+    say(f"drift vs the fp32 model: aka rel L2 {d.rel_l2:.3g}, stock {d.stock_rel_l2:.3g} (bound {d.bound:.3g}); "
+        f"aka vs stock: max |d| {d.max_abs:.4g}, mean KL {d.mean_kl:.3g}, top-1 agreement {d.top1_agreement:.3f}")
     env = {"torch": torch.__version__}
     try:
         import transformers

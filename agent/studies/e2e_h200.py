@@ -37,7 +37,8 @@ def render(records: list[dict], commands: list[str]) -> str:
         s, d = r["scores"], r["drift"]
         fmt = lambda v: "-" if v is None else f"{v:.3f}"
         lines += ["", f"S_TTFT {fmt(s.get('S_TTFT'))}, S_TPOT {fmt(s.get('S_TPOT'))} (gate {r['gate']}); logits "
-                      f"rel L2 {d['rel_l2']:.3g} (bound {d['bound']:g}), max |d| {d['max_abs']:.3g}, mean KL "
+                      f"rel L2 against the fp32 model: aka {d['rel_l2']:.3g}, stock {d['stock_rel_l2']:.3g} (bound "
+                      f"{d['bound']:.3g}); aka vs stock: max |d| {d['max_abs']:.3g}, mean KL "
                       f"{d['mean_kl']:.3g}, top-1 agreement {d['top1_agreement']:.3f}; "
                       f"**{'passed' if r['passed'] else 'failed'}**"]
         lines += [f"- {n}" for n in r["notes"]]
