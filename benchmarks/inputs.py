@@ -35,3 +35,48 @@ def is_pow2(n: int) -> bool:
 def not_pow2(n: int) -> int:
     """n itself if it is not a power of two, else the nearest larger number that is not."""
     return n if not is_pow2(n) else (3 if n == 1 else n + 1)
+
+
+def scale_down(n: int, limit: int, not_pow2_size: int) -> int:
+    """n if it already fits; otherwise `limit` for powers of two and a non-power-of-two size for the rest
+    (interpreter_dims keep a hot size's power-of-two-ness, which is what a kernel's masks depend on)."""
+    if n <= limit:
+        return n
+    return limit if is_pow2(n) else not_pow2_size
+
+
+def row_dims(op: str, dims, row: str = "T", col: str = "H") -> tuple[int, int]:
+    """(rows, cols) of a row-wise operator's dims, both checked >= 1."""
+    r, c = int(dims[row]), int(dims[col])
+    if r < 1 or c < 1:
+        raise ValueError(f"{op}: dims {row}={r}, {col}={c} must both be >= 1")
+    return r, c
+
+
+def row_interpreter_dims(dims, row: str = "T", col: str = "H", max_rows: int = 4,
+                         max_cols: int = 256) -> dict[str, int]:
+    """A row-wise operator's dims scaled down for the interpreter: at most `max_rows` rows (3, not a power
+    of two, when the hot count is not one) and at most `max_cols` columns; 192 + cols % 64 stays in
+    192..255, which holds no power of two, and keeps the column count's oddness."""
+    r, c = int(dims[row]), int(dims[col])
+    return {row: scale_down(r, max_rows, 3), col: scale_down(c, max_cols, 192 + c % 64)}
+
+
+def row_holdout_dims(rng, hot_dims, row: str = "T", col: str = "H", default_cols: int = 4096,
+                     max_rows: int | None = None) -> list[dict[str, int]]:
+    """Four hidden shapes of a row-wise operator: a tiny odd row count with an odd width near a hot width, a
+    row count that is not a power of two at a hot width, more rows than any hot shape (capped at
+    `max_rows` where a huge row count would not fit one GPU), and an odd width wider than every hot one."""
+    hot_r = sorted({int(d[row]) for d in hot_dims}) or [1, 64, 4096]
+    hot_c = sorted({int(d[col]) for d in hot_dims}) or [default_cols]
+    max_r, max_c = hot_r[-1], hot_c[-1]
+    odd_near_hot = max((rng.choice(hot_c) - 2 * rng.randrange(1, 32)) | 1, 1)
+    big_r = not_pow2(max_r + rng.randrange(1, max_r // 2 + 2))
+    if max_rows is not None:
+        big_r = not_pow2(min(big_r, max_rows))
+    return [
+        {row: rng.choice([3, 5, 7, 11, 13]), col: odd_near_hot},
+        {row: not_pow2(rng.randrange(17, 2048)), col: rng.choice(hot_c)},
+        {row: big_r, col: rng.choice(hot_c)},
+        {row: rng.choice([1, 2, 5]), col: max_c + 2 * rng.randrange(1, 64) + 1},
+    ]

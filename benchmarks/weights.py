@@ -9,7 +9,8 @@ Formula (configs/serving_mix.yaml holds every number):
     share_m            the model's share of forward passes
     share_p, share_T   the phase's share of passes, the token count's share within the phase
     tp_m               GPUs one forward pass occupies (the per-GPU kernel runs on each of them)
-    count              calls per forward pass, from the operator folder's occurrences(cfg, tp, T)
+    count              calls per forward pass, from the operator folder's occurrences(cfg, tp, T), or
+                       occurrences(cfg, tp, T, phase) where the operator declares a `phase` parameter
     t_est              max(T_roof on the mix's hardware profile (datasheet), launch_floor_us)
 
 Weights in shapes.yaml are shares of the whole modelled GPU time ("all" set); scoring renormalizes
@@ -22,6 +23,7 @@ and re-running this script, or by editing the `weight` fields of shapes.yaml dir
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +63,9 @@ def compute(mix: dict, models: dict, operators: list[str]) -> dict[str, list[Sha
     rows: dict[tuple[str, tuple], ShapeRow] = {}
     for op in operators:
         module = _load_module(op)
+        # Operators whose calls differ by phase (sampling runs once per sequence, the decode form of a
+        # convolution is another operator) take `phase`; the others are called as (cfg, tp, tokens).
+        takes_phase = "phase" in inspect.signature(module.occurrences).parameters
         for model, m in mix["models"].items():
             if model not in models:
                 raise KeyError(f"serving mix names model {model!r}, absent from configs/models.yaml")
@@ -68,7 +73,8 @@ def compute(mix: dict, models: dict, operators: list[str]) -> dict[str, list[Sha
             for phase, p in mix["phases"].items():
                 for tokens, t_share in p["tokens"].items():
                     passes = float(m["share"]) * float(p["share"]) * float(t_share)
-                    for dims, count in module.occurrences(models[model], tp, int(tokens)):
+                    extra = {"phase": phase} if takes_phase else {}
+                    for dims, count in module.occurrences(models[model], tp, int(tokens), **extra):
                         W, Q = module.work(dims, dtype)
                         t_est = max(roofline(W, Q, hw).t_roof_s, floor_s)
                         key = (op, tuple(dims.items()))

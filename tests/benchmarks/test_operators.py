@@ -40,7 +40,8 @@ def test_shapes_are_named_weighted_and_cover_both_phases(spec):
     assert ids and len(ids) == len(set(ids))
     assert all(s.weight >= 0 and s.source for s in spec.shapes)
     hot = spec.select("hot")
-    assert {s.phase for s in hot} == set(PHASES)
+    # an operator that only one phase calls (causal_conv1d's prefill form) declares PHASES
+    assert {s.phase for s in hot} == set(getattr(spec.module, "PHASES", PHASES))
     assert set(spec.select("decode")) | set(spec.select("prefill")) == set(spec.shapes)
     keys = {tuple(k for k, _ in s.dims) for s in spec.shapes}
     assert len(keys) == 1, f"every shape of {spec.name} must name the same dims"
@@ -107,8 +108,8 @@ def _load_seed(spec):
 def test_seed_matches_reference_under_the_interpreter(spec):
     import torch
     fn = _load_seed(spec)
-    decode = [s for s in spec.select("hot") if s.phase == "decode"][0]
-    for shape in (decode, spec.select("prefill")[0]):
+    hot = spec.select("hot")
+    for shape in [next(s for s in hot if s.phase == p) for p in sorted({s.phase for s in hot})]:
         dims = spec.interpreter_dims(shape.dim)
         inputs = spec.make_inputs(dims, "fp32", seed=11, device="cpu")
         ref = spec.reference(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})

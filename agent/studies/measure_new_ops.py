@@ -1,0 +1,219 @@
+"""Measure the new operators' seeds beside PyTorch eager, torch.compile and Liger-Kernel, in one process.
+
+Every contender is timed the way the sandbox scores a candidate (sandbox.timing.time_call: CUDA-graph
+replay, L2 flushed before every call, four input sets rotated, median), on each operator's hot shapes
+(bf16), after a correctness check against the operator's reference at that shape:
+
+  seed      benchmarks/operators/<op>/seed.py
+  eager     the operator's baseline() (what a user runs instead), else its reference
+  compile   torch.compile(baseline, dynamic=False), compiled afresh for every shape (torch._dynamo.reset()
+            first), as a serving engine compiles for its captured batch sizes
+  liger     Liger-Kernel's kernel where it has the operator (loaded lazily; "absent" when not installed)
+
+    python -m agent.studies.measure_new_ops --out /tmp/new_ops [--ops softmax,l2_norm] [--max-shapes 4]
+
+Writes <out>/new_ops.md (a table per operator) and <out>/new_ops.json, and prints the summary last.
+About 3-4 GPU minutes for the default set (most of it torch.compile).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+NEW_OPS = ("l2_norm", "gated_rms_norm", "softmax", "moe_sum_reduce", "causal_conv1d")
+CONTENDERS = ("seed", "eager", "compile", "liger")
+N_INPUT_SETS = 4
+# Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
+# order. Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
+LIGER = {
+    "softmax": [("liger_kernel.ops.softmax", "LigerSoftmaxFunction",
+                 "returns the input dtype (bf16), not fp32: timed for reference, never the best")],
+}
+
+
+# ---- pure parts (tested on the CPU) ----------------------------------------------------------------
+def pick_shapes(shapes, max_shapes: int):
+    """The operator's hot shapes, heaviest first, at most `max_shapes`, keeping both phases where it has them."""
+    hot = sorted((s for s in shapes if s.hot), key=lambda s: -s.weight)
+    picked = []
+    for phase in ("decode", "prefill"):
+        picked += [s for s in hot if s.phase == phase][:max(1, max_shapes // 2)]
+    rest = [s for s in hot if s not in picked]
+    return (picked + rest)[:max_shapes]
+
+
+def attainment(t_us: float | None, t_roof_us: float, floor_us: float) -> float | None:
+    if not t_us:
+        return None
+    return min(1.0, max(t_roof_us, floor_us) / t_us)
+
+
+def best_other(row: dict) -> tuple[str | None, float | None]:
+    """The fastest correct contender other than the seed (a contender with another contract excluded)."""
+    times = {k: v["t_us"] for k, v in row["contenders"].items()
+             if k != "seed" and v.get("ok") and v.get("t_us") and not v.get("other_contract")}
+    if not times:
+        return None, None
+    name = min(times, key=times.get)
+    return name, times[name]
+
+
+def _cell(c: dict | None) -> str:
+    if not c:
+        return "-"
+    if c.get("error"):
+        return c["error"][:40]
+    t = f"{c['t_us']:.2f}" if c.get("t_us") else "-"
+    if c.get("mode") and c["mode"] != "graph":
+        t += f" ({c['mode']})"
+    if not c.get("ok"):
+        t += " WRONG"
+    return t + (" *" if c.get("other_contract") else "")
+
+
+def render_markdown(result: dict) -> str:
+    lines = ["# New operators: seeds beside PyTorch eager, torch.compile and Liger-Kernel", "",
+             f"Command: `{result['command']}`", "",
+             f"GPU {result['gpu']}, torch {result['torch']}, triton {result['triton']}, liger {result['liger']}; "
+             f"latency floor {result['floor_us']:.2f} us; T_roof on the {result['hardware']} datasheet. Times in us "
+             f"per call: CUDA-graph replay, L2 cold, {N_INPUT_SETS} input sets rotated, median. `seed / best` > 1: "
+             f"the seed is slower than the best correct alternative. `*`: another contract (not in `best`).", ""]
+    for op in result["ops"]:
+        rows = [r for r in result["rows"] if r["op"] == op]
+        a = [r["attainment"] for r in rows if r["attainment"] is not None]
+        lines += [f"## {op}", "", f"median seed attainment {statistics.median(a):.2f}" if a else "no timed shape", "",
+                  "| shape | phase | T_roof | seed | eager | compile | liger | best other | seed / best | attain |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            name, t = best_other(r)
+            seed_t = r["contenders"].get("seed", {}).get("t_us")
+            ratio = f"{seed_t / t:.2f}" if seed_t and t else "-"
+            att = "-" if r["attainment"] is None else f"{r['attainment']:.2f}"
+            cells = " | ".join(_cell(r["contenders"].get(k)) for k in CONTENDERS)
+            lines.append(f"| {r['shape']} | {r['phase']} | {r['t_roof_us']:.2f} | {cells} | {name or '-'} | {ratio} | {att} |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the GPU run -------------------------------------------------------------------------------------
+def _load_seed(spec):
+    mod_spec = importlib.util.spec_from_file_location(f"aka_seed_{spec.name}", spec.seed_path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return getattr(module, spec.name)
+
+
+def _liger(op: str):
+    """(callable, other-contract note or None, why absent or None) for Liger's kernel of op."""
+    why = "no such kernel"
+    for mod_name, attr, other in LIGER.get(op, []):
+        try:
+            return getattr(importlib.import_module(mod_name), attr).apply, other, None
+        except (ImportError, AttributeError) as exc:
+            why = f"absent ({type(exc).__name__})"
+    return None, None, why
+
+
+def _measure(fn, input_sets, ref, tol, reps: int) -> dict:
+    from sandbox.correctness import compare
+    from sandbox.timing import time_call
+    try:
+        out = fn(input_sets[0])
+        ok = tuple(out.shape) == tuple(ref.shape) and out.dtype == ref.dtype and compare(out, ref, tol).passed
+        t = time_call(fn, input_sets, reps=reps)
+        return {"t_us": t.t_s * 1e6, "mode": t.mode, "spread": t.spread, "t_eager_us": t.t_eager_s * 1e6, "ok": ok,
+                "out_dtype": str(out.dtype).replace("torch.", "")}
+    except Exception as exc:   # a contender that fails is a row, not a crashed study
+        return {"error": f"{type(exc).__name__}: {exc}"[:300], "ok": False}
+
+
+def run(ops, max_shapes: int, reps: int, command: str) -> dict:
+    import torch
+    import triton
+    from benchmarks.hardware import load_hardware
+    from benchmarks.registry import load_operator
+    from benchmarks.roofline import roofline
+    from sandbox.correctness import tolerance_for
+    from sandbox.timing import measure_floor
+
+    hw = load_hardware("h200")
+    floor_us = measure_floor() * 1e6
+    try:
+        import liger_kernel  # noqa: F401  (version only)
+        from importlib.metadata import version
+        liger_version = version("liger-kernel")
+    except Exception:
+        liger_version = "absent"
+    rows = []
+    for op in ops:
+        spec = load_operator(op)
+        seed_fn = _load_seed(spec)
+        baseline = getattr(spec.module, "baseline", spec.reference)
+        liger_fn, liger_other, liger_absent = _liger(op)
+        for shape in pick_shapes(spec.shapes, max_shapes):
+            t0 = time.time()
+            dims, dtype = shape.dim, shape.dtype
+            sets = [spec.make_inputs(dims, dtype, seed=1000 + i, device="cuda") for i in range(N_INPUT_SETS)]
+            ref = spec.reference(**sets[0])
+            _, out_dtype = spec.output_spec(dims, dtype)
+            tol = tolerance_for(spec, out_dtype, dtype)
+            torch._dynamo.reset()   # a fresh static compile for this shape, no automatic dynamic shapes
+            compiled = torch.compile(baseline, dynamic=False)
+            fns = {"seed": lambda i: seed_fn(**i), "eager": lambda i: baseline(**i), "compile": lambda i: compiled(**i)}
+            if liger_fn is not None:
+                fns["liger"] = lambda i: liger_fn(*[i[a] for a in spec.arg_names if a in i])
+            contenders = {name: _measure(fn, sets, ref, tol, reps) for name, fn in fns.items()}
+            if liger_fn is None:
+                contenders["liger"] = {"error": liger_absent, "ok": False}
+            elif liger_other:
+                contenders["liger"].update(other_contract=True, note=liger_other)
+            t_roof_us = roofline(*spec.work(shape), hw).t_roof_s * 1e6
+            rows.append({"op": op, "shape": shape.id, "dims": dims, "phase": shape.phase, "weight": shape.weight,
+                         "t_roof_us": t_roof_us, "contenders": contenders,
+                         "attainment": attainment(contenders["seed"].get("t_us") if contenders["seed"].get("ok") else None,
+                                                  t_roof_us, floor_us)})
+            print(f"  {op} {shape.id}: " + ", ".join(f"{k} {_cell(v)}" for k, v in contenders.items())
+                  + f" ({time.time() - t0:.0f} s)", flush=True)
+            del sets, ref
+            torch.cuda.empty_cache()
+    return {"command": command, "ops": list(ops), "rows": rows, "floor_us": floor_us, "hardware": hw.name,
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
+            "liger": liger_version}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="folder for new_ops.md and new_ops.json")
+    ap.add_argument("--ops", default=",".join(NEW_OPS), help="comma-separated operators")
+    ap.add_argument("--max-shapes", type=int, default=4, help="hot shapes per operator, heaviest first")
+    ap.add_argument("--reps", type=int, default=30, help="timed repetitions per contender and shape")
+    args = ap.parse_args(argv)
+    import torch
+    if not torch.cuda.is_available():
+        print("measure_new_ops: no CUDA GPU is visible to torch; run it on the GPU box", file=sys.stderr)
+        return 2
+    from benchmarks.registry import list_operators
+    ops = [o for o in args.ops.split(",") if o]
+    unknown = sorted(set(ops) - set(list_operators()))
+    if unknown:
+        print(f"measure_new_ops: unknown operator(s) {', '.join(unknown)}; known: {', '.join(list_operators())}",
+              file=sys.stderr)
+        return 2
+    command = "python -m agent.studies.measure_new_ops " + " ".join(argv if argv is not None else sys.argv[1:])
+    result = run(ops, args.max_shapes, args.reps, command)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "new_ops.json").write_text(json.dumps(result, indent=1))
+    text = render_markdown(result)
+    (args.out / "new_ops.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""Seed gated RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight * silu(z), loads in the storage dtype, math in fp32.
+
+Memory-bound with short rows (H = 128 per value head): each program handles ROWS rows held in registers
+and loads the weight once for all of them. Rows wider than CONFIGS["max_block_h"] take two passes (sum of
+squares, then normalize and gate), the second re-reading x. One launch, no host synchronization.
+"""
+import torch
+import triton
+import triton.language as tl
+
+# Tunables, keyed by BLOCK_H (H rounded up to a power of two; larger sizes use the largest key). Every entry
+# gives each thread 16 elements of x and 16 of z.
+CONFIGS = {
+    "max_block_h": 8192,
+    "by_block_h": {
+        128: {"ROWS": 16, "num_warps": 4},
+        256: {"ROWS": 8, "num_warps": 4},
+        512: {"ROWS": 4, "num_warps": 4},
+        1024: {"ROWS": 2, "num_warps": 4},
+        2048: {"ROWS": 1, "num_warps": 4},
+        4096: {"ROWS": 1, "num_warps": 8},
+        8192: {"ROWS": 1, "num_warps": 16},
+    },
+}
+
+
+@triton.jit
+def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_z_row,
+                           stride_z_col, stride_w, stride_y_row, eps,
+                           ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < T
+    rows64 = rows.to(tl.int64)
+    x_rows = x_ptr + rows64[:, None] * stride_x_row
+    z_rows = z_ptr + rows64[:, None] * stride_z_row
+    y_rows = y_ptr + rows64[:, None] * stride_y_row
+    cols = tl.arange(0, BLOCK_H)
+    if NUM_CHUNKS == 1:
+        col_mask = cols < H
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        z = tl.load(z_rows + cols[None, :] * stride_z_col, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        w = tl.load(w_ptr + cols * stride_w, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / H + eps)
+        y = x * rstd[:, None] * w[None, :] * (z / (1.0 + tl.exp(-z)))
+        tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([ROWS, BLOCK_H], dtype=tl.float32)
+        for c in range(NUM_CHUNKS):
+            cc = c * BLOCK_H + cols
+            mask = row_mask[:, None] & (cc < H)[None, :]
+            x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / H + eps)
+        for c in range(NUM_CHUNKS):
+            cc = c * BLOCK_H + cols
+            col_mask = cc < H
+            mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            z = tl.load(z_rows + cc[None, :] * stride_z_col, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + cc * stride_w, mask=col_mask, other=0.0).to(tl.float32)
+            y = x * rstd[:, None] * w[None, :] * (z / (1.0 + tl.exp(-z)))
+            tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _config(block_h: int) -> dict:
+    table = CONFIGS["by_block_h"]
+    fitting = [k for k in sorted(table) if k >= block_h]
+    return table[fitting[0] if fitting else max(table)]
+
+
+def gated_rms_norm(x, z, weight, eps=1e-6):
+    if x.dim() != 2 or z.shape != x.shape or weight.dim() != 1 or weight.shape[0] != x.shape[1]:
+        raise ValueError(f"gated_rms_norm expects x[T,H], z[T,H], weight[H]; got x {tuple(x.shape)}, "
+                         f"z {tuple(z.shape)}, weight {tuple(weight.shape)}")
+    T, H = x.shape
+    y = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    if T == 0 or H == 0:
+        return y
+    block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
+    cfg = _config(block_h)
+    grid = (triton.cdiv(T, cfg["ROWS"]),)
+    _gated_rms_norm_kernel[grid](x, z, weight, y, T, H, x.stride(0), x.stride(1), z.stride(0), z.stride(1),
+                                 weight.stride(0), y.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
+                                 NUM_CHUNKS=triton.cdiv(H, block_h), num_warps=cfg["num_warps"])
+    return y

@@ -1,0 +1,56 @@
+"""The CPU-runnable parts of agent/studies/measure_new_ops.py: shape picking, attainment, the best
+alternative, the markdown, and a clean usage exit without a GPU."""
+import pytest
+import torch
+
+from agent.studies import measure_new_ops as m
+from benchmarks.registry import list_operators, load_operator
+from benchmarks.spec import Shape
+
+
+def test_every_new_op_exists_and_has_hot_shapes():
+    assert set(m.NEW_OPS) <= set(list_operators())
+    for op in m.NEW_OPS:
+        assert m.pick_shapes(load_operator(op).shapes, 4)
+
+
+def test_pick_shapes_keeps_both_phases_heaviest_first():
+    shapes = [Shape.make(f"d{i}", {"T": i}, phase="decode", weight=i, hot=True) for i in range(1, 6)]
+    shapes += [Shape.make(f"p{i}", {"T": 100 + i}, phase="prefill", weight=i / 10, hot=True) for i in range(1, 4)]
+    shapes.append(Shape.make("cold", {"T": 999}, phase="decode", weight=100, hot=False))
+    got = [s.id for s in m.pick_shapes(shapes, 4)]
+    assert got == ["d5", "d4", "p3", "p2"]
+    assert [s.id for s in m.pick_shapes(shapes[5:8], 4)] == ["p3", "p2", "p1"]     # prefill-only operator
+
+
+def test_attainment_uses_the_floor_and_caps_at_one():
+    assert m.attainment(10.0, 4.0, 1.5) == pytest.approx(0.4)
+    assert m.attainment(3.0, 0.2, 1.5) == pytest.approx(0.5)        # T_ref = max(T_roof, floor)
+    assert m.attainment(1.0, 4.0, 1.5) == 1.0
+    assert m.attainment(None, 4.0, 1.5) is None
+
+
+def _row():
+    return {"op": "softmax", "shape": "T64-V151936", "phase": "decode", "t_roof_us": 12.0, "attainment": 0.6,
+            "contenders": {"seed": {"t_us": 20.0, "ok": True, "mode": "graph"},
+                           "eager": {"t_us": 30.0, "ok": True, "mode": "graph"},
+                           "compile": {"t_us": 15.0, "ok": False, "mode": "graph"},
+                           "liger": {"t_us": 10.0, "ok": True, "mode": "graph", "other_contract": True}}}
+
+
+def test_best_other_ignores_wrong_and_other_contract_results():
+    assert m.best_other(_row()) == ("eager", 30.0)
+
+
+def test_markdown_table():
+    text = m.render_markdown({"command": "python -m agent.studies.measure_new_ops --out x", "ops": ["softmax"],
+                              "rows": [_row()], "floor_us": 1.4, "hardware": "h200", "gpu": "H200", "torch": "2.11",
+                              "triton": "3.6", "liger": "absent"})
+    assert "## softmax" in text and "median seed attainment 0.60" in text
+    assert "| T64-V151936 | decode | 12.00 | 20.00 | 30.00 | 15.00 WRONG | 10.00 * | eager | 0.67 | 0.60 |" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
+def test_without_a_gpu_it_exits_2(tmp_path, capsys):
+    assert m.main(["--out", str(tmp_path)]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err

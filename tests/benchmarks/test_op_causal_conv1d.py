@@ -1,0 +1,88 @@
+"""causal_conv1d operator folder: work model by hand, the causal formula (zero history), the seed under the
+interpreter (tile edges, lengths shorter than W, strides), prefill-only call counts."""
+import random
+from pathlib import Path
+
+import pytest
+from op_helpers import load_seed, tolerance_failures
+import torch
+import yaml
+
+from benchmarks.registry import load_operator
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_operator("causal_conv1d")
+
+
+@pytest.fixture(scope="module")
+def seed(spec):
+    return load_seed(spec.seed_path, "aka_seed_causal_conv1d_test")
+
+
+def test_work_by_hand(spec):
+    W, Q = spec.module.work({"B": 2, "D": 4096, "L": 2048, "W": 4}, "bf16")
+    assert W == {"fp32": 9 * 2 * 4096 * 2048}
+    # x + out: 2 * 2*4096*2048 * 2 B = 67,108,864; weight 4096*4*2 = 32,768; bias 4096*2 = 8,192
+    assert Q == 67_108_864 + 32_768 + 8_192
+
+
+def test_reference_is_causal_with_zero_history(spec):
+    x = torch.tensor([[[1.0, 2.0, 3.0, 4.0, 5.0]]])
+    w = torch.tensor([[1.0, 10.0, 100.0, 1000.0]])     # w[3] multiplies the current position
+    b = torch.tensor([0.5])
+    # l=0: 1000*1; l=1: 100*1 + 1000*2; l=2: 10 + 200 + 3000; l=3: 1 + 20 + 300 + 4000; l=4: 2 + 30 + 400 + 5000
+    expect = torch.tensor([[[1000.5, 2100.5, 3210.5, 4321.5, 5432.5]]])
+    torch.testing.assert_close(spec.reference(x, w, b), expect)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("B, D, L", [(1, 8, 256), (2, 5, 300), (3, 3, 2), (1, 9, 1)])
+def test_seed_matches_reference(spec, seed, B, D, L):
+    inputs = spec.make_inputs({"B": B, "D": D, "L": L, "W": 4}, "fp32", seed=B + D + L)
+    out = seed.causal_conv1d(**inputs)
+    assert out.is_contiguous()
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_seed_reads_a_channel_last_view(spec, seed):
+    inputs = spec.make_inputs({"B": 2, "D": 6, "L": 40, "W": 4}, "fp32", seed=3)
+    x = inputs["x"].transpose(1, 2).contiguous().transpose(1, 2)     # [B, D, L] with stride (L*D, 1, D)
+    assert x.stride() == (240, 1, 6)
+    out = seed.causal_conv1d(x, inputs["weight"], inputs["bias"])
+    assert tolerance_failures(out, spec.reference(x, inputs["weight"], inputs["bias"]), spec.tolerance("fp32")) == []
+
+
+def test_history_from_another_sequence_fails(spec):
+    inputs = spec.make_inputs({"B": 2, "D": 16, "L": 64, "W": 4}, "bf16", seed=1)
+    x, w, b = inputs["x"], inputs["weight"], inputs["bias"]
+    ref = spec.reference(x, w, b)
+    flat = x.transpose(0, 1).reshape(1, 16, 128)                     # sequences packed end to end
+    packed = spec.reference(flat, w, b).reshape(16, 2, 64).transpose(0, 1)
+    assert tolerance_failures(packed.contiguous(), ref, spec.tolerance("bf16"))
+    assert tolerance_failures(spec.module.baseline(x, w, b), ref, spec.tolerance("bf16")) == []
+
+
+def test_holdout_dims(spec):
+    hot = [s.dim for s in spec.shapes]
+    for s in range(20):
+        hold = spec.module.holdout_dims(random.Random(s), hot)
+        assert any(d["L"] < d["W"] for d in hold)
+        assert any(d["L"] > max(h["L"] for h in hot) for d in hold)
+        assert any(d["D"] % 2 for d in hold) and all(d["W"] == 4 for d in hold)
+
+
+def test_occurrences_prefill_only(spec):
+    occ = spec.module.occurrences
+    cfg = MODELS["qwen3-next-80b-a3b"]
+    # conv channels 2*16*128 + 32*128 = 8192, / tp 2 = 4096; 36 Gated DeltaNet layers
+    assert occ(cfg, 2, 1024, "prefill") == [({"B": 1, "D": 4096, "L": 1024, "W": 4}, 36)]
+    assert occ(cfg, 2, 8192, "prefill") == [({"B": 4, "D": 4096, "L": 2048, "W": 4}, 36)]
+    assert occ(cfg, 2, 64, "decode") == []
+    assert occ(MODELS["llama-3.1-8b"], 1, 4096, "prefill") == []
+    assert spec.module.PHASES == ("prefill",) and {s.phase for s in spec.shapes} == {"prefill"}

@@ -1,0 +1,104 @@
+"""softmax operator folder: work model by hand, fp32 output for every input dtype, logits whose
+probabilities span many decades, the split seed under the interpreter, what the tolerance catches, and
+the sampler's rows per phase."""
+import math
+import random
+from pathlib import Path
+
+import pytest
+from op_helpers import load_seed, tolerance_failures
+import torch
+import yaml
+
+from benchmarks.registry import load_operator
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_operator("softmax")
+
+
+@pytest.fixture(scope="module")
+def seed(spec):
+    return load_seed(spec.seed_path, "aka_seed_softmax_test")
+
+
+def test_work_by_hand(spec):
+    W, Q = spec.module.work({"T": 64, "V": 151936}, "bf16")
+    assert W == {"fp32": 5 * 64 * 151936}
+    assert Q == 64 * 151936 * (2 + 4) == 58_343_424          # bf16 read + fp32 written
+    assert spec.module.work({"T": 1, "V": 10}, "fp32")[1] == 80
+
+
+def test_output_is_fp32_for_every_input_dtype(spec):
+    for dtype in ("bf16", "fp16", "fp32"):
+        assert spec.output_spec({"T": 2, "V": 7}, dtype) == ((2, 7), "fp32")
+        out = spec.reference(**spec.make_inputs({"T": 2, "V": 7}, dtype, seed=0))
+        assert out.dtype == torch.float32
+
+
+def test_reference_is_the_formula(spec):
+    x = torch.tensor([[0.0, math.log(3.0)], [1000.0, 1000.0]])
+    torch.testing.assert_close(spec.reference(x), torch.tensor([[0.25, 0.75], [0.5, 0.5]]))
+
+
+def test_logits_span_many_decades(spec):
+    p = spec.reference(**spec.make_inputs({"T": 8, "V": 32000}, "bf16", seed=1))
+    assert (p.max(-1).values > 0.1).all()             # a few lifted tokens dominate
+    assert (p.min(-1).values < 1e-12).all()           # the body's tail is tiny but not zero
+    assert (p > 0).all()
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("T, V", [(1, 2500), (3, 1000), (2, 5003), (5, 17)])
+def test_seed_matches_reference(spec, seed, T, V):
+    inputs = spec.make_inputs({"T": T, "V": V}, "fp32", seed=T + V)
+    out = seed.softmax(**inputs)
+    assert out.dtype == torch.float32 and out.is_contiguous()
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_seed_one_split_and_strided_rows(spec, seed, monkeypatch):
+    monkeypatch.setitem(seed.CONFIGS, "MAX_SPLITS", 1)   # the whole row in one program: the online rescale
+    monkeypatch.setitem(seed.CONFIGS, "BLOCK_V", 256)
+    wide = spec.make_inputs({"T": 3, "V": 3100}, "fp32", seed=2)["x"]
+    x = wide[:, 50:3050]
+    out = seed.softmax(x)
+    assert tolerance_failures(out, spec.reference(x), spec.tolerance("fp32")) == []
+
+
+def test_split_never_leaves_an_empty_chunk(seed):
+    for T in (1, 3, 64, 256, 1000):
+        for V in (17, 1024, 1025, 32000, 151936, 201088):
+            chunk, splits = seed._split(T, V, 1024)
+            assert chunk % 1024 == 0 and (splits - 1) * chunk < V <= splits * chunk
+
+
+def test_tolerance_catches_fp16_probabilities(spec):
+    inputs = spec.make_inputs({"T": 4, "V": 32000}, "bf16", seed=3)
+    ref = spec.reference(**inputs)
+    tol = spec.tolerance("bf16")
+    assert tolerance_failures(ref.half().float(), ref, tol)
+    assert tolerance_failures(spec.module.baseline(**inputs), ref, tol) == []
+
+
+def test_holdout_dims(spec):
+    hot = [s.dim for s in spec.shapes]
+    for s in range(20):
+        hold = spec.module.holdout_dims(random.Random(s), hot)
+        assert any(d["V"] > 201088 and d["V"] % 2 for d in hold)
+        assert all(d["T"] * d["V"] * 6 < 4 << 30 for d in hold)      # input + output fit any GPU
+
+
+def test_occurrences_rows_per_phase(spec):
+    occ = spec.module.occurrences
+    assert occ(MODELS["llama-3.1-8b"], 1, 64, "decode") == [({"T": 64, "V": 128256}, 1)]
+    # logits are gathered before sampling: tp does not split V
+    assert occ(MODELS["deepseek-v3"], 8, 256, "decode") == [({"T": 256, "V": 129280}, 1)]
+    # a prefill chunk samples one row per 2048-token prompt, at least one
+    assert occ(MODELS["qwen3-30b-a3b"], 1, 1024, "prefill") == [({"T": 1, "V": 151936}, 1)]
+    assert occ(MODELS["qwen3-30b-a3b"], 1, 8192, "prefill") == [({"T": 4, "V": 151936}, 1)]
