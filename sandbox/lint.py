@@ -109,7 +109,7 @@ class _Linter(ExpressionRules, ast.NodeVisitor):
         op_def = op_defs[0] if op_defs else None
         self.builder = ScopeBuilder(set(kernel_defs), op_def)
         self.root = self.builder.build(self.tree)
-        self.flow = Flow(self.builder, self.root, self.aliases)
+        self.flow = Flow(self.builder, self.root, self.aliases, self.kernel_names)
         self.op_scope = self.builder.scopes.get(id(op_def)) if op_def is not None else None
         self.flow.run(self.op_scope)
         self.scope_stack = [self.root]

@@ -1,54 +1,92 @@
-"""Scopes and tensor derivation for the lint: which expressions hold tensors or module state.
+"""Tensor derivation for the lint: which expressions hold tensors or module state.
 
 The lint's PyTorch rule is syntactic: arithmetic, comparisons, indexing with tensors, and most
-builtins are allowed in launcher code only on values *not derived from a tensor*. A value is
-derived from a tensor when it is (transitively) an op-function parameter without a scalar
-default, the result of a torch allocation, a view of such a value, an element of a container
-holding one, or a helper's parameter/return that receives/returns one. Metadata (`.shape`,
-`.stride()`, `.numel()`, `.dtype`, ...) is not derived: sizes are plain ints.
+builtins are allowed in launcher code only on values *not derived from a tensor*. The analysis is
+sound by construction: every call's result carries the flags of its arguments and of its callee
+object (a bound method of a tensor, a partial's bound arguments, a helper's returns) unless the
+callee is on a short list of calls known to return sizes, dtypes, devices or a new allocation
+(lint_policy.torch_call_kind, TENSOR_META). A callee the lint cannot resolve (lint_calls.py) is
+rejected by the lint and counts as returning a tensor here.
 
-The analysis is flow-insensitive (a name is tensor-derived if any assignment makes it so) and
-interprocedural over the file's own functions, iterated to a fixpoint. It errs towards "derived":
-the lint rejects when in doubt, and the message says to move the work into the kernel.
+Values carry flags: TENSOR (derived from tensor contents), CONTAINER (holds such a value),
+STATE (module-level state, or reached from it). Sources of TENSOR: op-function parameters without
+a scalar default, torch allocations, parameters a call site or a default fills with one, and the
+parameters of functions the lint cannot follow (a function passed around as a value gets tensors).
+Functions triton calls at launch (heuristics, grid callables, Config hooks, prune and perf-model
+callbacks, set_allocator) get triton's dict of the kernel's real arguments: `args["name"]` with a
+literal key carries whatever the file's launches pass for that kernel parameter (a tensor for a
+pointer, a size for a size); any other use of the dict counts as a tensor.
 
-Module state: inside a function, a name that resolves to a module-level variable (or anything
-reached from it by indexing, attribute access or `.get(...)`) carries the STATE flag; writes
-through it are the module-level caches the policy forbids.
+The analysis is flow-insensitive (a name is tensor-derived if any assignment makes it so; a
+container is if anything is stored into it, by `d[k] = t`, `xs.append(t)` or from a closure) and
+interprocedural over the file's own functions, iterated to a fixpoint.
 """
 from __future__ import annotations
 
 import ast
 
 from sandbox import lint_policy as P
+from sandbox.lint_calls import DIRECT, ELEMENT, PACKED, Callee, arguments, call_items
 from sandbox.lint_scopes import Scope, ScopeBuilder
 
 CLEAN, TENSOR, CONTAINER, STATE = 0, 1, 2, 4
+UNKNOWN = TENSOR | CONTAINER
+_CONTAINERS = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred)
 
 
 class Flow:
     """Fixpoint of tensor/state derivation over the scopes a ScopeBuilder found."""
 
-    def __init__(self, builder: ScopeBuilder, root: Scope, aliases: dict[str, str]):
+    def __init__(self, builder: ScopeBuilder, root: Scope, aliases: dict[str, str], kernel_names: set[str]):
         self.b = builder
         self.root = root
         self.aliases = aliases                    # module-level import alias -> dotted path
+        self.kernel_names = kernel_names
+        self.kernel_scopes = {s.name: s for s in builder.all if s.kind == "kernel"}
         self.names: dict[tuple[int, str], int] = {}
         self.params: dict[int, dict[str, int]] = {}
         self.rets: dict[int, int] = {}
-        self.called: set[int] = set()             # ids of Name nodes that are a call's func
+        self.kernel_params: dict[tuple[int, str], set[str]] = {}    # launch-helper parameter -> kernels
+        self.param_other: set[tuple[int, str]] = set()              # ... that also receives non-kernels
+        self.called_params: set[tuple[int, str]] = set()            # parameters some call site fills
+        self.fparams: dict[tuple[int, str], set[int]] = {}          # parameter -> function scopes it holds
+        self.kernel_arg_flags: dict[str, int] = {}                  # kernel parameter name -> launch flags
+        self.callbacks: set[int] = set()                            # function scopes triton calls at launch
+        self.escaped: set[int] = set()                              # function scopes used as plain values
+        self.siblings: dict[int, int] = {}                          # lambdas given to builtins (sorted key=)
+        self.parents: dict[int, ast.AST] = {}
+        self.partial_defs: dict[tuple[int, str], list[tuple[ast.Call, Scope]]] = {}
+        self.not_partial: set[tuple[int, str]] = set()
+        self.by_id = {id(s): s for s in builder.all}
+        self.call_scopes = {id(call): scope for call, scope in builder.calls}
 
     # -- public
     def run(self, op_scope: Scope | None) -> None:
-        for call, _ in self.b.calls:
-            if isinstance(call.func, ast.Name):
-                self.called.add(id(call.func))
+        for node in ast.walk(self.root.node):
+            for child in ast.iter_child_nodes(node):
+                self.parents[id(child)] = node
+        for scope in self.b.all:
+            for target, how, value in scope.sources:
+                if isinstance(target, ast.Name):
+                    home = scope.lookup(target.id) or scope
+                    key = (id(home), target.id)
+                    if how == "value" and self._is_partial_call(value, scope) and target.id not in home.params:
+                        self.partial_defs.setdefault(key, []).append((value, scope))
+                    else:
+                        self.not_partial.add(key)
+        self.op_scope = op_scope
         if op_scope is not None:
             self.params[id(op_scope)] = {p: (CLEAN if p in op_scope.scalar_params else TENSOR)
                                          for p in op_scope.params}
         for _ in range(40):
-            before = (dict(self.names), {k: dict(v) for k, v in self.params.items()}, dict(self.rets))
-            self._step(op_scope)
-            if before == (self.names, self.params, self.rets):
+            before = (dict(self.names), {k: dict(v) for k, v in self.params.items()}, dict(self.rets),
+                      {k: set(v) for k, v in self.kernel_params.items()}, set(self.param_other),
+                      {k: set(v) for k, v in self.fparams.items()}, dict(self.kernel_arg_flags),
+                      set(self.callbacks), set(self.escaped), dict(self.siblings))
+            self._step()
+            after = (self.names, self.params, self.rets, self.kernel_params, self.param_other, self.fparams,
+                     self.kernel_arg_flags, self.callbacks, self.escaped, self.siblings)
+            if before == after:
                 return
 
     def expr(self, node: ast.expr | None, scope: Scope) -> int:
@@ -83,20 +121,75 @@ class Flow:
             return None
         return ".".join([self.aliases[node.id]] + attrs[::-1])
 
+    def resolve(self, func: ast.expr, scope: Scope, depth: int = 0) -> Callee:
+        """What `func(...)` calls (see lint_calls.py)."""
+        if isinstance(func, ast.Lambda):
+            return Callee("host", fns=(self.b.scopes[id(func)],))
+        path = self.module_path(func, scope) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        if path is not None:
+            return Callee("module", path)
+        if isinstance(func, ast.Name):
+            home = scope.lookup(func.id)
+            if home is None:
+                return Callee("builtin", func.id)
+            fn = home.functions.get(func.id)
+            if fn is not None:
+                return Callee("host", fns=(fn,))
+            if home is self.root and func.id in self.kernel_names:
+                return Callee("unresolved", "kernel")
+            key = (id(home), func.id)
+            defs = self.partial_defs.get(key)
+            if defs and key not in self.not_partial and depth < 8:
+                return Callee("partial", inner=tuple(self.resolve(c.args[0], s, depth + 1) for c, s in defs),
+                              bound=tuple(c for c, _ in defs))
+            return Callee("unresolved", "parameter" if func.id in home.params and home is not self.root
+                          else "variable")
+        if isinstance(func, ast.Attribute):
+            return Callee("method", func.attr)
+        if isinstance(func, ast.Subscript):
+            kernels = self.kernel_ref(func.value, scope)
+            if kernels:
+                return Callee("launch", kernels=kernels)
+            if isinstance(func.value, ast.Name) and scope.lookup(func.value.id) not in (None, self.root) and \
+                    func.value.id in (scope.lookup(func.value.id).params):
+                return Callee("unresolved", "not-a-kernel")
+            return Callee("unresolved", "subscript")
+        if isinstance(func, ast.Call) and self._is_partial_call(func, scope) and depth < 8:
+            return Callee("partial", inner=(self.resolve(func.args[0], scope, depth + 1),), bound=(func,))
+        return Callee("unresolved", "call-result" if isinstance(func, ast.Call) else "expression")
+
+    def kernel_ref(self, node: ast.expr, scope: Scope) -> tuple[str, ...]:
+        """The kernels a name stands for: a module-level @triton.jit function, or a launch helper's
+        parameter that every call site fills with one."""
+        if not isinstance(node, ast.Name):
+            return ()
+        home = scope.lookup(node.id)
+        if home is self.root and node.id in self.kernel_names:
+            return (node.id,)
+        if home is None or node.id not in home.params:
+            return ()
+        key = (id(home), node.id)
+        if key in self.param_other or not self.kernel_params.get(key):
+            return ()
+        return tuple(sorted(self.kernel_params[key]))
+
     # -- fixpoint step
-    def _step(self, op_scope: Scope | None) -> None:
+    def _step(self) -> None:
         for scope in self.b.all:
-            if scope.kind == "kernel":
+            if scope.kind == "kernel" or self._in_kernel(scope):
                 continue
-            for p, default in scope.defaults.items():       # def f(x, cache=_CACHE): a module object
-                if scope.parent is not None and self.expr(default, scope.parent) & STATE or \
-                        self._is_module_state(default, scope):
-                    params = self.params.setdefault(id(scope), {})
-                    params[p] = params.get(p, CLEAN) | STATE
+            for p, default in scope.defaults.items():       # def f(t=x): the default's flags; def f(c=_CACHE)
+                flags = self.expr(default, scope.parent) if scope.parent is not None else CLEAN
+                if self._is_module_state(default, scope):
+                    flags |= STATE
+                if scope is not self.op_scope:
+                    self._param(scope, p, flags)
             for target, how, value in scope.sources:
                 flags = self.expr(value, scope)
                 if how == "iter":
                     flags = _element(flags)
+                elif how == "unknown":
+                    flags = UNKNOWN
                 elif how == "aug":
                     flags |= self.expr(target, scope) if isinstance(target, ast.Name) else CLEAN
                 self._assign(target, flags, scope, value if how == "value" else None)
@@ -104,28 +197,172 @@ class Flow:
                 ret = CLEAN
                 for r in scope.returns:
                     ret |= self.expr(r, scope)
-                self.rets[id(scope)] = self.rets.get(id(scope), CLEAN) | (ret & ~STATE)
+                for y in scope.yields:
+                    ret |= _packed(self.expr(y, scope))
+                self.rets[id(scope)] = self.rets.get(id(scope), CLEAN) | ret
         for call, scope in self.b.calls:
-            self._call_site(call, scope)
-        for name, scope in self.b.refs:
-            if id(name) in self.called or id(name) in self.b.grid_names:
+            if not self._in_kernel(scope):
+                self._call_site(call, scope)
+        self._function_values()
+
+    def _in_kernel(self, scope: Scope) -> bool:
+        s: Scope | None = scope
+        while s is not None:
+            if s.kind == "kernel":
+                return True
+            s = s.parent
+        return False
+
+    def _param(self, fn: Scope, p: str, flags: int) -> None:
+        params = self.params.setdefault(id(fn), {})
+        params[p] = params.get(p, CLEAN) | flags
+
+    def _bind(self, fn: Scope, pos, kws) -> None:
+        for p, expr, scope, how in arguments(fn, pos, kws):
+            flags = self.expr(expr, scope)
+            flags = _element(flags) if how == ELEMENT else _packed(flags) if how == PACKED else flags
+            if fn.kind == "kernel":
+                self.kernel_arg_flags[p] = self.kernel_arg_flags.get(p, CLEAN) | flags
                 continue
-            fn = self.host_function(name.id, scope)
-            if fn is not None and fn is not op_scope:
-                params = self.params.setdefault(id(fn), {})
-                for p in fn.params:
-                    params[p] = params.get(p, CLEAN) | TENSOR
-        for lam_id, (call, scope) in self.b.lambda_args.items():
-            lam = self.b.scopes.get(lam_id)
-            if lam is None or lam.name:
+            self._param(fn, p, flags)
+            key = (id(fn), p)
+            self.called_params.add(key)
+            kernels = self.kernel_ref(expr, scope) if how == DIRECT else ()
+            if kernels:
+                self.kernel_params.setdefault(key, set()).update(kernels)
+            else:
+                self.param_other.add(key)
+            values = self.function_values(expr, scope) if how == DIRECT else set()
+            if values:
+                self.fparams.setdefault(key, set()).update(values)
+
+    def _call_site(self, call: ast.Call, scope: Scope) -> None:
+        callee = self.resolve(call.func, scope)
+        pos, kws = call_items(call, scope)
+        if callee.kind == "host":
+            for fn in callee.fns:
+                self._bind(fn, pos, kws)
+        elif callee.kind == "launch":
+            for k in callee.kernels:
+                self._bind(self.kernel_scopes[k], pos, kws)
+        elif callee.kind == "partial":
+            for inner, pcall in zip(callee.inner, callee.bound):
+                self._partial_call(inner, pcall, pos, kws, scope)
+        elif callee.kind == "method" and callee.path in P.MUTATING_METHODS | {"__setitem__"}:
+            root = _root_name(call.func.value)
+            if root is not None:
+                flags = CLEAN
+                for a in call.args + [k.value for k in call.keywords]:
+                    flags |= self.expr(a, scope)
+                self._store_into(root, _packed(flags), scope)
+
+    def _partial_call(self, inner: Callee, pcall: ast.Call, pos, kws, scope: Scope, depth: int = 0) -> None:
+        home = self._scope_of(pcall, scope)
+        ppos, pkws = call_items(pcall, home, skip=1)
+        pos, kws = ppos + pos, pkws + kws
+        if inner.kind == "host":
+            for fn in inner.fns:
+                self._bind(fn, pos, kws)
+        elif inner.kind == "launch":
+            for k in inner.kernels:
+                self._bind(self.kernel_scopes[k], pos, kws)
+        elif inner.kind == "partial" and depth < 8:
+            for i2, p2 in zip(inner.inner, inner.bound):
+                self._partial_call(i2, p2, pos, kws, home, depth + 1)
+
+    def _scope_of(self, node: ast.AST, default: Scope) -> Scope:
+        return self.call_scopes.get(id(node), default)
+
+    # -- functions used as values
+    def function_values(self, node: ast.expr, scope: Scope) -> set[int]:
+        """Ids of the file's function scopes an expression may evaluate to."""
+        if isinstance(node, ast.Lambda):
+            return {id(self.b.scopes[id(node)])}
+        if isinstance(node, ast.Name):
+            fn = self.host_function(node.id, scope)
+            if fn is not None:
+                return {id(fn)}
+            home = scope.lookup(node.id)
+            if home is not None and node.id in home.params:
+                return set(self.fparams.get((id(home), node.id), ()))
+        return set()
+
+    def _function_values(self) -> None:
+        occurrences: list[tuple[ast.expr, Scope]] = [(name, scope) for name, scope in self.b.refs]
+        occurrences += [(s.node, s.parent) for s in self.b.all if s.kind == "lambda" and s.parent is not None]
+        for node, scope in occurrences:
+            if self._in_kernel(scope):
                 continue
-            siblings = CLEAN
-            for arg in call.args + [k.value for k in call.keywords]:
-                if not isinstance(arg, ast.Lambda):
-                    siblings |= self.expr(arg, scope)
-            params = self.params.setdefault(id(lam), {})
-            for p in lam.params:
-                params[p] = params.get(p, CLEAN) | _element(siblings) | (siblings & TENSOR)
+            values = self.function_values(node, scope)
+            values.discard(id(self.op_scope))
+            if not values:
+                continue
+            use = self._use(node, scope)
+            for v in values:
+                if use == "callback":
+                    self.callbacks.add(v)
+                elif use == "escape":
+                    self.escaped.add(v)
+                elif isinstance(use, int):
+                    self.siblings[v] = self.siblings.get(v, CLEAN) | use
+        for v in self.callbacks | self.escaped | set(self.siblings):
+            fn = self.by_id[v]
+            for p in fn.params:
+                if v in self.escaped:
+                    self._param(fn, p, UNKNOWN)
+                    self.param_other.add((v, p))
+                elif v in self.callbacks:
+                    self._param(fn, p, CONTAINER)
+                else:
+                    self._param(fn, p, self.siblings[v])
+
+    def _use(self, node: ast.expr, scope: Scope) -> str | int:
+        """How a function value is used: "neutral" (called, bound to a helper's parameter: the call
+        sites carry the flags), "callback" (triton calls it at launch), "escape" (anything else),
+        or the flags a builtin such as sorted(key=...) gives it."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return "neutral"
+        child, inside = node, False
+        while isinstance(parent, _CONTAINERS):
+            child, parent, inside = parent, self.parents.get(id(parent)), True
+        if isinstance(parent, ast.keyword):
+            child, parent = parent, self.parents.get(id(parent))
+        if isinstance(parent, ast.Call) and child is not parent.func:
+            callee = self.resolve(parent.func, scope)
+            if callee.kind == "module":
+                if callee.path == "triton.set_allocator":
+                    return CLEAN                            # called with (size, alignment, stream): ints
+                if callee.path in P.TRITON_CALLBACK_TAKERS:
+                    return "callback"
+                if callee.path == "functools.partial" and parent.args and parent.args[0] is node:
+                    return "neutral"
+                return "escape"
+            if inside:
+                return "escape"
+            if callee.kind in ("host", "partial"):
+                return "neutral"
+            if callee.kind == "builtin":
+                flags = CLEAN
+                for a in parent.args + [k.value for k in parent.keywords]:
+                    if a is not node:
+                        f = self.expr(a, scope)
+                        flags |= _element(f) | (f & TENSOR)
+                return flags
+            return "escape"
+        if isinstance(parent, ast.Subscript) and parent.slice is node and self.kernel_ref(parent.value, scope):
+            return "callback"                               # kernel[grid]: triton calls grid(meta)
+        if isinstance(node, ast.Lambda) and isinstance(parent, ast.Assign) and parent.value is node and \
+                self.b.scopes[id(node)].name:
+            return "neutral"                                # a named lambda: its name's uses count
+        if isinstance(parent, ast.Expr):
+            return "neutral"
+        return "escape"
+
+    # -- helpers
+    def _is_partial_call(self, node: ast.expr, scope: Scope) -> bool:
+        return isinstance(node, ast.Call) and bool(node.args) and \
+            self.module_path(node.func, scope) == "functools.partial"
 
     def _is_module_state(self, node: ast.expr, scope: Scope) -> bool:
         while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -133,6 +370,13 @@ class Flow:
         if not isinstance(node, ast.Name) or scope.parent is None:
             return False
         return scope.parent.lookup(node.id) is self.root and node.id in self.root.state_names
+
+    def _store_into(self, root: ast.Name, flags: int, scope: Scope) -> None:
+        if not flags:
+            return
+        home = scope.lookup(root.id) or scope
+        key = (id(home), root.id)
+        self.names[key] = self.names.get(key, CLEAN) | flags
 
     def _assign(self, target: ast.expr, flags: int, scope: Scope, value: ast.expr | None) -> None:
         if isinstance(target, ast.Name):
@@ -150,28 +394,21 @@ class Flow:
                     self._assign(t, _element(flags), scope, None)
         elif isinstance(target, ast.Starred):
             self._assign(target.value, flags | (CONTAINER if flags & TENSOR else CLEAN), scope, None)
+        elif isinstance(target, ast.Subscript):             # d[k] = t: d now holds a tensor
+            root = _root_name(target.value)
+            if root is not None:
+                self._store_into(root, _packed(flags), scope)
 
-    def _call_site(self, call: ast.Call, scope: Scope) -> None:
-        if not isinstance(call.func, ast.Name):
-            return
-        fn = self.host_function(call.func.id, scope)
-        if fn is None:
-            return
-        params = self.params.setdefault(id(fn), {})
-        for i, arg in enumerate(call.args):
-            flags = self.expr(arg, scope)
-            if isinstance(arg, ast.Starred):
-                for p in fn.params:
-                    params[p] = params.get(p, CLEAN) | _element(flags)
-            elif i < len(fn.params):
-                p = fn.params[i]
-                params[p] = params.get(p, CLEAN) | flags
-        for kw in call.keywords:
-            flags = self.expr(kw.value, scope)
-            targets = fn.params if kw.arg is None else [kw.arg]
-            for p in targets:
-                if p in fn.params:
-                    params[p] = params.get(p, CLEAN) | (_element(flags) if kw.arg is None else flags)
+    def launch_arg(self, node: ast.expr, key: ast.expr | None, scope: Scope) -> int | None:
+        """Flags of `args["name"]` / `args.get("name")` on a launch callback's argument dict, else None."""
+        if not (isinstance(node, ast.Name) and isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return None
+        home = scope.lookup(node.id)
+        if home is None or node.id not in home.params or id(home) not in self.callbacks or \
+                id(home) in self.escaped or self.names.get((id(home), node.id)) or \
+                (id(home), node.id) in self.called_params or node.id in home.defaults:
+            return None
+        return self.kernel_arg_flags.get(key.value, CLEAN)
 
     # -- expressions
     def _e_Name(self, node: ast.Name, scope: Scope) -> int:
@@ -195,46 +432,68 @@ class Flow:
         return flags
 
     def _e_Subscript(self, node: ast.Subscript, scope: Scope) -> int:
+        arg = self.launch_arg(node.value, node.slice, scope)
+        if arg is not None:
+            return arg
         base = self.expr(node.value, scope)
         return (TENSOR if base & (TENSOR | CONTAINER) else CLEAN) | (base & STATE)
 
     def _e_Call(self, node: ast.Call, scope: Scope) -> int:
-        func = node.func
-        path = self.module_path(func, scope)
-        if path is not None:
-            return TENSOR if P.torch_call_kind(path) == "tensor" else CLEAN
-        if isinstance(func, ast.Subscript):                     # kernel[grid](...)
-            return CLEAN
-        if isinstance(func, ast.Name):
-            fn = self.host_function(func.id, scope)
-            if fn is not None:
-                return self.rets.get(id(fn), CLEAN)
-            if scope.lookup(func.id) is None:                   # a builtin
-                args = CLEAN
-                for a in node.args:
-                    args |= self.expr(a, scope)
-                if func.id in P.CONTAINER_SAFE_BUILTINS:
-                    return CONTAINER if args & (TENSOR | CONTAINER) else CLEAN
-                if func.id in ("min", "max", "sum", "abs", "pow", "round", "divmod", "sorted"):
-                    return TENSOR if args & (TENSOR | CONTAINER) else CLEAN
+        callee = self.resolve(node.func, scope)
+        args = CLEAN
+        for a in node.args + [k.value for k in node.keywords]:
+            args |= self.expr(a, scope)
+        return self._result(callee, node, args, scope)
+
+    def _result(self, callee: Callee, node: ast.Call, args: int, scope: Scope, depth: int = 0) -> int:
+        kind = callee.kind
+        if kind == "module":
+            what = P.torch_call_kind(callee.path)
+            return TENSOR if what == "tensor" else CLEAN if what == "clean" else args
+        if kind == "builtin":
+            if callee.path in P.TENSOR_SAFE_BUILTINS:
                 return CLEAN
-            return CLEAN
-        if isinstance(func, ast.Attribute):
-            recv = self.expr(func.value, scope)
-            attr = func.attr
-            if recv & TENSOR:
-                if attr in P.TENSOR_META:
-                    return CLEAN
-                if attr in P.TENSOR_SPLITS:
-                    return CONTAINER
-                return TENSOR
+            if callee.path in P.CONTAINER_SAFE_BUILTINS:
+                return CONTAINER if args & UNKNOWN else CLEAN
+            return (TENSOR if args & UNKNOWN else CLEAN) | (args & STATE)
+        if kind == "host":
             flags = CLEAN
-            if recv & STATE and attr not in ("copy",):
-                flags |= STATE
-            if recv & CONTAINER:
-                flags |= TENSOR if attr in ("get", "pop", "setdefault") else CONTAINER
+            for fn in callee.fns:
+                flags |= self.rets.get(id(fn), CLEAN)
             return flags
-        return CLEAN
+        if kind == "launch":
+            return CLEAN
+        if kind == "partial" and depth < 8:
+            flags = CLEAN
+            for inner, pcall in zip(callee.inner, callee.bound):
+                bound = CLEAN
+                for a in pcall.args[1:] + [k.value for k in pcall.keywords]:
+                    bound |= self.expr(a, self._scope_of(pcall, scope))
+                flags |= self._result(inner, node, args | bound, scope, depth + 1)
+            return flags
+        if kind == "method":
+            return self._method_result(node, callee.path, args, scope)
+        return UNKNOWN | args
+
+    def _method_result(self, node: ast.Call, attr: str, args: int, scope: Scope) -> int:
+        recv_node = node.func.value
+        if attr == "get" and node.args:
+            arg = self.launch_arg(recv_node, node.args[0], scope)
+            if arg is not None:
+                return arg | (self.expr(node.args[1], scope) if len(node.args) > 1 else CLEAN)
+        recv = self.expr(recv_node, scope)
+        if recv & TENSOR:
+            if attr in P.TENSOR_META:
+                return CLEAN
+            if attr in P.TENSOR_SPLITS:
+                return CONTAINER
+            return TENSOR
+        flags = recv & STATE if attr != "copy" else CLEAN
+        if recv & CONTAINER:
+            flags |= TENSOR if attr in ("get", "pop", "setdefault") else CONTAINER
+        if args & UNKNOWN:
+            flags |= TENSOR
+        return flags
 
     def _e_BinOp(self, node: ast.BinOp, scope: Scope) -> int:
         return self.expr(node.left, scope) | self.expr(node.right, scope)
@@ -250,7 +509,7 @@ class Flow:
         flags = CLEAN
         for e in elts:
             flags |= self.expr(e, scope)
-        return (CONTAINER if flags & (TENSOR | CONTAINER) else CLEAN) | (flags & STATE)
+        return (CONTAINER if flags & UNKNOWN else CLEAN) | (flags & STATE)
 
     def _e_List(self, node: ast.List, scope: Scope) -> int:
         return self._collection(node.elts, scope)
@@ -268,7 +527,7 @@ class Flow:
     _e_ListComp = _e_SetComp = _e_DictComp = _e_GeneratorExp = _e_comprehension
 
     def _e_Lambda(self, node: ast.Lambda, scope: Scope) -> int:
-        return CLEAN
+        return CLEAN        # a function value: how it is used decides its parameters' flags
 
     def _e_JoinedStr(self, node: ast.JoinedStr, scope: Scope) -> int:
         return CLEAN
@@ -276,10 +535,26 @@ class Flow:
     def _e_NamedExpr(self, node: ast.NamedExpr, scope: Scope) -> int:
         return self.expr(node.value, scope)
 
+    def _e_Yield(self, node: ast.expr, scope: Scope) -> int:
+        return UNKNOWN      # whatever the caller sends in
+
+    _e_YieldFrom = _e_Await = _e_Yield
+
+
+def _root_name(node: ast.expr) -> ast.Name | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript)):
+        node = node.value
+    return node if isinstance(node, ast.Name) else None
+
 
 def _element(flags: int) -> int:
     """Flags of an element taken out of a value with `flags` (iteration, unpacking)."""
     out = flags & STATE
-    if flags & (TENSOR | CONTAINER):
+    if flags & UNKNOWN:
         out |= TENSOR
     return out
+
+
+def _packed(flags: int) -> int:
+    """Flags of a new container holding a value with `flags`."""
+    return CONTAINER if flags & UNKNOWN else CLEAN
