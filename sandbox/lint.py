@@ -306,6 +306,7 @@ class _Linter(ExpressionRules, ast.NodeVisitor):
                                                     "element; loop inside the kernel instead")
             self.visit(gen.target)
             for cond in gen.ifs:
+                self._check_truth(cond)
                 self.visit(cond)
         if isinstance(node, ast.DictComp):
             self.visit(node.key)

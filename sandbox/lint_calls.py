@@ -96,6 +96,8 @@ def unresolved_message(call: ast.Call, why: str) -> str:
         "kernel": f"`{shown}(...)` calls a @triton.jit kernel without a grid; launch it as {shown}[grid](...)",
         "not-a-kernel": f"`{shown}(...)` launches a parameter that is not a @triton.jit kernel at every call site "
                         "(or the helper is passed around as a value); pass a kernel defined in this file by name",
+        "partial-target": f"`{shown}(...)`: functools.partial may wrap only this file's functions, lambdas and "
+                          "kernel[grid] launches; call library functions and methods directly",
         "expression": f"`{shown}(...)` calls an expression the lint cannot resolve; call functions by name",
     }
     return fixes.get(why, fixes["expression"])

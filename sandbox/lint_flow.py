@@ -140,7 +140,7 @@ class Flow:
             key = (id(home), func.id)
             defs = self.partial_defs.get(key)
             if defs and key not in self.not_partial and depth < 8:
-                return Callee("partial", inner=tuple(self.resolve(c.args[0], s, depth + 1) for c, s in defs),
+                return Callee("partial", inner=tuple(self._partial_target(c.args[0], s, depth) for c, s in defs),
                               bound=tuple(c for c, _ in defs))
             return Callee("unresolved", "parameter" if func.id in home.params and home is not self.root
                           else "variable")
@@ -155,8 +155,16 @@ class Flow:
                 return Callee("unresolved", "not-a-kernel")
             return Callee("unresolved", "subscript")
         if isinstance(func, ast.Call) and self._is_partial_call(func, scope) and depth < 8:
-            return Callee("partial", inner=(self.resolve(func.args[0], scope, depth + 1),), bound=(func,))
+            return Callee("partial", inner=(self._partial_target(func.args[0], scope, depth),), bound=(func,))
         return Callee("unresolved", "call-result" if isinstance(func, ast.Call) else "expression")
+
+    def _partial_target(self, node: ast.expr, scope: Scope, depth: int) -> Callee:
+        """What functools.partial(node, ...) wraps: the file's functions, a kernel[grid] launch or another
+        partial. A library function or a method would take the call's tensors past the argument rules."""
+        inner = self.resolve(node, scope, depth + 1)
+        if inner.kind in ("host", "launch", "partial", "unresolved"):
+            return inner
+        return Callee("unresolved", "partial-target")
 
     def kernel_ref(self, node: ast.expr, scope: Scope) -> tuple[str, ...]:
         """The kernels a name stands for: a module-level @triton.jit function, or a launch helper's
@@ -274,10 +282,14 @@ class Flow:
         return self.call_scopes.get(id(node), default)
 
     # -- functions used as values
-    def function_values(self, node: ast.expr, scope: Scope) -> set[int]:
+    def function_values(self, node: ast.expr, scope: Scope, depth: int = 0) -> set[int]:
         """Ids of the file's function scopes an expression may evaluate to."""
+        if depth > 8:
+            return set()
         if isinstance(node, ast.Lambda):
             return {id(self.b.scopes[id(node)])}
+        if isinstance(node, ast.Call) and self._is_partial_call(node, scope):
+            return self.function_values(node.args[0], scope, depth + 1)
         if isinstance(node, ast.Name):
             fn = self.host_function(node.id, scope)
             if fn is not None:
@@ -285,6 +297,12 @@ class Flow:
             home = scope.lookup(node.id)
             if home is not None and node.id in home.params:
                 return set(self.fparams.get((id(home), node.id), ()))
+            key = (id(home), node.id) if home is not None else None
+            if key in self.partial_defs and key not in self.not_partial:
+                out: set[int] = set()
+                for call, s in self.partial_defs[key]:
+                    out |= self.function_values(call.args[0], s, depth + 1)
+                return out
         return set()
 
     def _function_values(self) -> None:
@@ -336,19 +354,22 @@ class Flow:
                 if callee.path in P.TRITON_CALLBACK_TAKERS:
                     return "callback"
                 if callee.path == "functools.partial" and parent.args and parent.args[0] is node:
-                    return "neutral"
+                    # the partial object is the function value now: `run = partial(f, ...)` is judged by the
+                    # uses of `run`, `partial(f, ...)(...)` is a call, anything else by the partial's own use
+                    holder = self.parents.get(id(parent))
+                    if isinstance(holder, ast.Assign) and holder.value is parent and len(holder.targets) == 1 \
+                            and isinstance(holder.targets[0], ast.Name):
+                        return "neutral"
+                    return self._use(parent, scope)
+                if callee.path == "functools.reduce" and not inside:
+                    return self._sibling_flags(parent, node, scope)
                 return "escape"
             if inside:
                 return "escape"
             if callee.kind in ("host", "partial"):
                 return "neutral"
             if callee.kind == "builtin":
-                flags = CLEAN
-                for a in parent.args + [k.value for k in parent.keywords]:
-                    if a is not node:
-                        f = self.expr(a, scope)
-                        flags |= _element(f) | (f & TENSOR)
-                return flags
+                return self._sibling_flags(parent, node, scope)
             return "escape"
         if isinstance(parent, ast.Subscript) and parent.slice is node and self.kernel_ref(parent.value, scope):
             return "callback"                               # kernel[grid]: triton calls grid(meta)
@@ -358,6 +379,15 @@ class Flow:
         if isinstance(parent, ast.Expr):
             return "neutral"
         return "escape"
+
+    def _sibling_flags(self, call: ast.Call, node: ast.expr, scope: Scope) -> int:
+        """sorted(xs, key=f), functools.reduce(f, xs): f is called with elements of the other arguments."""
+        flags = CLEAN
+        for a in call.args + [k.value for k in call.keywords]:
+            if a is not node:
+                f = self.expr(a, scope)
+                flags |= _element(f) | (f & TENSOR)
+        return flags
 
     # -- helpers
     def _is_partial_call(self, node: ast.expr, scope: Scope) -> bool:

@@ -325,7 +325,30 @@ class ExpressionRules:
                                                 "do it inside the kernel (launcher arithmetic is for sizes and grids)")
         self.generic_visit(node)
 
+    def _check_truth(self, test: ast.expr | None) -> None:
+        """`if t:`, `while t:`, `assert t`, `t and u`, `not t`: bool(tensor) reads it on the host."""
+        if test is not None and not self.in_kernel() and self.taint(test) & TENSOR:
+            self.add(test, "host-sync", f"`{ast.unparse(test)[:50]}` tests a tensor's truth in Python (bool(t) reads "
+                                        "it on the host); test sizes, dtypes or `t is None`, or branch in the kernel")
+
+    def visit_If(self, node: ast.If) -> None:
+        self._check_truth(node.test)
+        self.generic_visit(node)
+
+    visit_While = visit_IfExp = visit_If
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self._check_truth(node.test)
+        self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        for value in node.values:
+            self._check_truth(value)
+        self.generic_visit(node)
+
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not):
+            self._check_truth(node.operand)
         if not self.in_kernel() and not isinstance(node.op, ast.Not) and self.taint(node.operand) & TENSOR:
             self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` computes on a tensor in Python; do it "
                                             "inside the kernel")

@@ -44,6 +44,15 @@ PROVENANCE = [
     ("partial_of_kernel_without_grid", "import functools\n",
      "f = functools.partial(_copy_kernel, x)\nf(y, 1, BLOCK=8)\nreturn y", "", "call"),
     ("stored_launcher", "", "run = _copy_kernel[(1,)]\nrun(x, y, 1, BLOCK=8)\nreturn y", "", "call"),
+    ("partial_of_a_method", "import functools\n", "f = functools.partial('{}'.format)\ns = f(x)\nreturn y", "", "call"),
+    ("partial_of_a_library_call", "import functools\n", "f = functools.partial(torch.Size)\ns = f(x)\nreturn y", "",
+     "call"),
+    ("truth_of_tensor_if", "", "if x[0, 0]:\n    pass\nreturn y", "", "host-sync"),
+    ("truth_of_tensor_assert", "", "assert x\nreturn y", "", "host-sync"),
+    ("truth_of_tensor_boolop", "", "z = x[0] and 3\nreturn y", "", "host-sync"),
+    ("truth_in_comprehension", "", "zs = [1 for _ in range(2) if x[0]]\nreturn y", "", "host-sync"),
+    ("reduce_over_tensors", "import functools\n", "n = functools.reduce(lambda a, b: a * b, [x, y])\nreturn y", "",
+     "torch-compute"),
     # item 3: allowed modules are allowed by name
     ("typing_get_type_hints", "import typing\n", "h = typing.get_type_hints(_h)\nreturn y", HELPER, "escape"),
     ("typing_named_tuple", "import typing\n", "P = typing.NamedTuple('P', [('a', int)])\nreturn y", "", "escape"),
@@ -77,7 +86,9 @@ def test_honest_forms_of_the_same_calls_pass():
     body = ("T = typing.cast(int, x.shape[0])\nn = sum(x.shape) + T\ns = torch.Size((T, n))\n"
             "outs = [y]\nouts.append(torch.empty(s, device=x.device))\nk = max(x.shape, key=lambda d: d * 2)\n"
             "try:\n    w = x.stride(0)\nexcept ValueError as e:\n    raise ValueError(f'bad stride: {e}') from e\n"
-            "f = functools.partial(_sizes, 2)\nm = f(x.shape[0]) * 2\nreturn outs[0]")
+            "f = functools.partial(_sizes, 2)\nm = f(x.shape[0]) * 2\n"
+            "numel = functools.reduce(lambda a, b: a * b, x.shape, 1)\nassert x.is_contiguous() and numel > 0\n"
+            "return outs[0]")
     src = "import functools\nimport typing\n" + launcher(body) + "\n\ndef _sizes(k, n):\n    return n * k\n"
     report = lint_source(src, "rms_norm", OP_ARGS["rms_norm"])
     assert report.ok, report.summary()
@@ -112,6 +123,10 @@ CALLBACKS = [
                                           "prune_configs_by={'early_config_prune': _prune})",
                                           "\n\ndef _prune(configs, named, **kw):\n    s = named['x_ptr'] * 1\n"
                                           "    return configs\n") + OP + LAUNCH, {"torch-compute"}),
+    ("grid_partial_reads_tensor", "import functools\n" + PRELUDE + "def _g(k, m):\n    return (m['x_ptr'] * k,)\n\n"
+     + OP + "    _copy_kernel[functools.partial(_g, 2)](x, y, 1, BLOCK=8)\n    return y\n", {"torch-compute"}),
+    ("grid_partial_named_reads_tensor", "import functools\n" + PRELUDE + "def _g(k, m):\n    return (m['x_ptr'] * k,)\n\n"
+     + OP + "    g = functools.partial(_g, 2)\n    _copy_kernel[g](x, y, 1, BLOCK=8)\n    return y\n", {"torch-compute"}),
     ("grid_through_launch_helper", PRELUDE + "def _launch(kernel, grid, src, dst):\n    kernel[grid](src, dst, 1, BLOCK=8)\n\n"
      + OP + "    _launch(_copy_kernel, lambda m: (m['x_ptr'] * 1,), x, y)\n    return y\n", {"torch-compute"}),
 ]
