@@ -232,7 +232,7 @@ class ExpressionRules:
         elif not self.in_kernel():
             self._check_host_attribute(node, obj, attr, shown)
 
-    def _check_host_call(self, node: ast.Call, callee) -> None:
+    def _check_host_call(self, node: ast.Call, callee: Callee) -> None:
         func = node.func
         args = list(node.args) + [k.value for k in node.keywords]
         arg_taint = 0
@@ -293,7 +293,8 @@ class ExpressionRules:
         shown = ast.unparse(func)[:40]
         if self.taint(func.value) & TENSOR:
             tensors = [a for a in args if self.taint(a) & TENSOR]
-            if tensors and not (func.attr.endswith("_as") and tensors == [node.args[0]] if node.args else False):
+            model_only = func.attr.endswith("_as") and bool(node.args) and tensors == [node.args[0]]
+            if tensors and not model_only:
                 self.add(node, "torch-compute", f"{shown}(`{ast.unparse(tensors[0])[:30]}`) passes a tensor to a "
                                                 "tensor method: view, allocation and metadata arguments are sizes "
                                                 "(t.shape, t.stride(0)); only view_as/reshape_as/expand_as take a tensor")
