@@ -31,7 +31,10 @@ from sandbox.lint_scopes import Scope, ScopeBuilder
 from sandbox.lint_values import (CLEAN, CONTAINER, STATE, TENSOR, UNKNOWN, FunctionValues, _element, _packed,
                                  _root_name)
 
-__all__ = ["CLEAN", "CONTAINER", "STATE", "TENSOR", "UNKNOWN", "Flow"]
+__all__ = ["CLEAN", "CONTAINER", "STATE", "TENSOR", "UNKNOWN", "Flow", "MAX_ROUNDS"]
+# Rounds of the fixpoint; each round carries flags at least one call deeper. Not converging within
+# them leaves flags incomplete, so the lint rejects the file instead (the seeds and honest corpus settle in 2-3).
+MAX_ROUNDS = 40
 
 
 class Flow(FunctionValues):
@@ -78,7 +81,8 @@ class Flow(FunctionValues):
         if op_scope is not None:
             self.params[id(op_scope)] = {p: (CLEAN if p in op_scope.scalar_params else TENSOR)
                                          for p in op_scope.params}
-        for _ in range(40):
+        self.converged = False
+        for _ in range(MAX_ROUNDS):
             before = (dict(self.names), {k: dict(v) for k, v in self.params.items()}, dict(self.rets),
                       {k: set(v) for k, v in self.kernel_params.items()}, set(self.param_other),
                       {k: set(v) for k, v in self.fparams.items()}, dict(self.kernel_arg_flags),
@@ -87,6 +91,7 @@ class Flow(FunctionValues):
             after = (self.names, self.params, self.rets, self.kernel_params, self.param_other, self.fparams,
                      self.kernel_arg_flags, self.callbacks, self.escaped, self.siblings)
             if before == after:
+                self.converged = True
                 return
 
     def expr(self, node: ast.expr | None, scope: Scope) -> int:

@@ -19,6 +19,9 @@ from sandbox.lint_scopes import Scope
 CLEAN, TENSOR, CONTAINER, STATE = 0, 1, 2, 4
 UNKNOWN = TENSOR | CONTAINER
 _CONTAINERS = (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Starred)
+# Partials of partials: deeper chains, or a name bound to more partials than this, are not followed
+# (unresolved, so rejected): the resolution branches on every definition and must stay cheap.
+_MAX_DEPTH, _MAX_PARTIAL_DEFS = 4, 3
 
 
 class FunctionValues:
@@ -63,7 +66,7 @@ class FunctionValues:
                 return Callee("unresolved", "kernel")
             key = (id(home), func.id)
             defs = self.partial_defs.get(key)
-            if defs and key not in self.not_partial and depth < 8:
+            if defs and key not in self.not_partial and len(defs) <= _MAX_PARTIAL_DEFS and depth < _MAX_DEPTH:
                 return Callee("partial", inner=tuple(self._partial_target(c.args[0], s, depth) for c, s in defs),
                               bound=tuple(c for c, _ in defs))
             return Callee("unresolved", "parameter" if func.id in home.params and home is not self.root
@@ -78,7 +81,7 @@ class FunctionValues:
                     func.value.id in (scope.lookup(func.value.id).params):
                 return Callee("unresolved", "not-a-kernel")
             return Callee("unresolved", "subscript")
-        if isinstance(func, ast.Call) and self._is_partial_call(func, scope) and depth < 8:
+        if isinstance(func, ast.Call) and self._is_partial_call(func, scope) and depth < _MAX_DEPTH:
             return Callee("partial", inner=(self._partial_target(func.args[0], scope, depth),), bound=(func,))
         return Callee("unresolved", "call-result" if isinstance(func, ast.Call) else "expression")
 
@@ -109,7 +112,7 @@ class FunctionValues:
     # -- functions used as values
     def function_values(self, node: ast.expr, scope: Scope, depth: int = 0) -> set[int]:
         """Ids of the file's function scopes an expression may evaluate to."""
-        if depth > 8:
+        if depth >= _MAX_DEPTH:
             return set()
         if isinstance(node, ast.Lambda):
             return {id(self.b.scopes[id(node)])}
@@ -123,7 +126,8 @@ class FunctionValues:
             if home is not None and node.id in home.params:
                 return set(self.fparams.get((id(home), node.id), ()))
             key = (id(home), node.id) if home is not None else None
-            if key in self.partial_defs and key not in self.not_partial:
+            if key in self.partial_defs and key not in self.not_partial and \
+                    len(self.partial_defs[key]) <= _MAX_PARTIAL_DEFS:
                 out: set[int] = set()
                 for call, s in self.partial_defs[key]:
                     out |= self.function_values(call.args[0], s, depth + 1)

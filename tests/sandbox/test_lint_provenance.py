@@ -181,3 +181,15 @@ def test_launch_helper_passed_around_is_not_a_launch():
     src = PRELUDE + ("def _launch(kernel, src, dst):\n    kernel[(1,)](src, dst, 1, BLOCK=8)\n\n" + OP
                      + "    f = _launch\n    f(_copy_kernel, x, y)\n    return y\n")
     assert "call" in _codes(src)
+
+
+def test_an_analysis_that_does_not_settle_rejects_instead_of_guessing():
+    chain = "".join(f"\n\ndef _h{i}(t):\n    return _h{i + 1}(t)\n" for i in range(60)) + "\n\ndef _h60(t):\n    return t\n"
+    report = lint_source(launcher("return _h0(x) * 2") + chain, "rms_norm", OP_ARGS["rms_norm"])
+    assert any(i.code == "call" and "did not settle" in i.message for i in report.issues), report.summary()
+
+
+def test_partials_of_partials_are_followed_only_so_far():
+    body = "\n".join(f"p{i} = functools.partial(p{(i + 1) % 8}, 1)\np{i} = functools.partial(p{(i + 2) % 8}, 1)"
+                     for i in range(8)) + "\n" + "\n".join(f"p{i}(x)" for i in range(8)) + "\nreturn y"
+    assert "call" in _codes("import functools\n" + launcher(body))
