@@ -19,7 +19,9 @@ BUILTIN_NAMES = frozenset(dir(builtins))
 # Attributes of triton's JIT/autotuner objects: reading them reaches compiled-kernel caches.
 _JIT_INTERNALS = frozenset({"fn", "cache", "device_caches", "run", "warmup", "src", "used_global_vals",
                             "params", "pre_run_hooks", "add_pre_run_hook", "configs", "best_config",
-                            "cache_key", "preload", "rewrite", "rewritten_fn", "kernel_cache", "bench"})
+                            "cache_key", "preload", "rewrite", "rewritten_fn", "kernel_cache", "bench",
+                            "create_binder", "get_capture_scope", "parse", "is_gluon", "repr", "signature",
+                            "arg_names", "do_not_specialize", "kernel_decorators", "launch_metadata"})
 
 
 class ExpressionRules:
@@ -77,12 +79,19 @@ class ExpressionRules:
                     if self._check_path(node, self.aliases[name], name) == P.NAMESPACE:
                         self.add(node, "escape", f"{name} is a module: call its functions ({name}.<name>) but do "
                                                  "not store or pass the module itself")
-            if home is self.root and name in self.kernel_names and not self.in_kernel():
+            holds_kernel = (home is self.root and name in self.kernel_names) or \
+                (home is not None and (id(home), name) in self.flow.kernel_params)     # a launch helper's kernel
+            if holds_kernel and not self.in_kernel():
                 parent = self.parents.get(id(node))
-                ok = (isinstance(parent, ast.Subscript) and parent.value is node) or isinstance(parent, (ast.Call, ast.keyword))
+                call = self.parents.get(id(parent)) if isinstance(parent, ast.keyword) else parent
+                passed = isinstance(call, ast.Call) and call.func is not node and \
+                    self.flow.resolve(call.func, self.scope).kind in ("host", "partial")
+                ok = (isinstance(parent, ast.Subscript) and parent.value is node) or passed or \
+                    (isinstance(parent, ast.Call) and parent.func is node)      # K(...): reported as `call`
                 if not ok:
                     self.add(node, "kernel-attr", f"kernel {name} may only be launched ({name}[grid](...)) or "
-                                                  "passed as an argument; do not store or inspect it")
+                                                  "passed to one of this file's launch helpers; do not store or "
+                                                  "inspect it")
         else:
             if name in self.aliases and isinstance(node.ctx, ast.Store):
                 self.add(node, "monkeypatch", f"assignment to {name} rebinds an imported module or name; "

@@ -193,3 +193,14 @@ def test_partials_of_partials_are_followed_only_so_far():
     body = "\n".join(f"p{i} = functools.partial(p{(i + 1) % 8}, 1)\np{i} = functools.partial(p{(i + 2) % 8}, 1)"
                      for i in range(8)) + "\n" + "\n".join(f"p{i}(x)" for i in range(8)) + "\nreturn y"
     assert "call" in _codes("import functools\n" + launcher(body))
+
+
+def test_a_launch_helper_may_only_launch_or_pass_on_its_kernel():
+    src = PRELUDE + ("def _launch(kernel, src, dst):\n    b = kernel.create_binder\n"
+                     "    kernel[(1,)](src, dst, src.numel(), BLOCK=8)\n\n" + OP + "    _launch(_copy_kernel, x, y)\n    return y\n")
+    assert "kernel-attr" in _codes(src)
+
+
+def test_a_kernel_goes_only_to_launch_helpers():
+    src = PRELUDE + OP + "    d = dict(k=_copy_kernel)\n    _copy_kernel[(1,)](x, y, 1, BLOCK=8)\n    return y\n"
+    assert "kernel-attr" in _codes(src)
