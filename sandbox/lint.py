@@ -5,8 +5,8 @@ that names the fix: a missing or mis-signed op function, no kernel or no launch,
 the allowlist, PyTorch computing the result, monkeypatching, module-level caches, escape hatches
 (eval, dunders, builtins that reach the interpreter's internals) and triton.language names that do
 not exist. The policy is written down in sandbox/POLICY.md; the tables are in lint_policy.py and
-the tensor-derivation analysis in lint_scopes.py and lint_flow.py; lint_rules.py holds
-the expression rules.
+the tensor-derivation analysis in lint_scopes.py, lint_flow.py, lint_values.py and lint_calls.py;
+lint_rules.py holds the expression rules.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import ast
 from dataclasses import dataclass
 
 from sandbox import lint_policy as P
-from sandbox.lint_flow import STATE, TENSOR, Flow
+from sandbox.lint_flow import MAX_ROUNDS, STATE, TENSOR, Flow
 from sandbox.lint_rules import BUILTIN_NAMES, ExpressionRules
 from sandbox.lint_scopes import Scope, ScopeBuilder
 
@@ -109,9 +109,12 @@ class _Linter(ExpressionRules, ast.NodeVisitor):
         op_def = op_defs[0] if op_defs else None
         self.builder = ScopeBuilder(set(kernel_defs), op_def)
         self.root = self.builder.build(self.tree)
-        self.flow = Flow(self.builder, self.root, self.aliases)
+        self.flow = Flow(self.builder, self.root, self.aliases, self.kernel_names)
         self.op_scope = self.builder.scopes.get(id(op_def)) if op_def is not None else None
         self.flow.run(self.op_scope)
+        if not self.flow.converged:
+            self.add(None, "call", f"the tensor-derivation analysis did not settle in {MAX_ROUNDS} rounds (helpers "
+                                   "calling helpers too deeply); flatten the launcher's helper chain")
         self.scope_stack = [self.root]
         for stmt in self.tree.body:
             self.visit(stmt)
@@ -306,6 +309,7 @@ class _Linter(ExpressionRules, ast.NodeVisitor):
                                                     "element; loop inside the kernel instead")
             self.visit(gen.target)
             for cond in gen.ifs:
+                self._check_truth(cond)
                 self.visit(cond)
         if isinstance(node, ast.DictComp):
             self.visit(node.key)

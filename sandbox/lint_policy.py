@@ -54,7 +54,17 @@ TRITON_HINT = ("candidates may use triton.jit, autotune, heuristics, Config, cdi
                "constexpr_function, set_allocator, language and tools.tensor_descriptor")
 KERNEL_DECORATORS = frozenset({"triton.jit", "triton.autotune", "triton.heuristics"})
 
+# Objects reachable from triton.language whose home is elsewhere in triton but which are plain enums.
+TL_FOREIGN_OK = frozenset({"triton.language.PropagateNan"})
+# Launch-time callbacks: functions given to these receive triton's dict of the kernel's real arguments.
+# (triton.set_allocator's callback gets only sizes: lint_flow treats it apart.)
+TRITON_CALLBACK_TAKERS = frozenset({"triton.Config", "triton.autotune", "triton.heuristics", "triton.jit"})
+
 FUNCTOOLS_OK = frozenset({"partial", "reduce", "wraps"})
+# typing: names that only annotate (and cast, which returns its argument). Not get_type_hints, which
+# evaluates string annotations (arbitrary code), nor NamedTuple/TypedDict/Protocol (classes).
+TYPING_OK = frozenset({"Any", "Optional", "Union", "Tuple", "List", "Dict", "Sequence", "Callable", "Iterable",
+                       "Iterator", "Mapping", "Literal", "Final", "Type", "TYPE_CHECKING", "cast"})
 FUNCTOOLS_CACHES = frozenset({"cache", "lru_cache", "cached_property", "cache_clear"})
 
 # --- builtins ------------------------------------------------------------------------------------
@@ -196,8 +206,9 @@ def tl_walk(path: list[str], shown_root: str) -> tuple[str, str | None, str | No
                     f"{shown}.{name} does not exist in triton.language {triton_version()}"
                     + (f"; {hint}" if hint else "; check the name against the triton.language docs"))
         home = _home_module(child)
-        if not (home.startswith("triton.language") or (home.startswith("triton.")
-                                                      and not isinstance(child, types.ModuleType))):
+        if not (home.startswith("triton.language") or f"{dotted}.{name}" in TL_FOREIGN_OK):
+            # triton.language modules import triton.runtime (the driver hands out torch.cuda), knobs, jit:
+            # only objects defined by triton.language itself are the language
             return ("reject", "escape", f"{shown}.{name} is not part of the triton.language API (it is "
                                         f"{home or type(child).__name__}, imported there); use public tl.* names")
         obj, dotted, shown = child, f"{dotted}.{name}", f"{shown}.{name}"
@@ -261,9 +272,10 @@ def path_verdict(path: str, shown: str) -> tuple[str, str | None, str | None]:
     if root == "typing":
         if len(parts) == 1:
             return NAMESPACE, None, None
-        if parts[1] not in getattr(_module("typing"), "__all__", ()):
-            return ("reject", "escape", f"{shown} is not part of typing's public API (typing imports sys and "
-                                        "others); use typing's annotations only")
+        if parts[1] not in TYPING_OK:
+            return ("reject", "escape", f"{shown} is not allowed: typing offers candidates only annotations and "
+                                        "cast (get_type_hints and friends evaluate strings as code); allowed: "
+                                        + ", ".join(f"typing.{n}" for n in sorted(TYPING_OK)))
         return ALLOW, None, None
     return ("reject", "import", f"{shown} comes from a module candidates may not use; {IMPORT_HINT}")
 
@@ -316,9 +328,35 @@ def _triton_verdict(parts: list[str], shown: str) -> tuple[str, str | None, str 
     return ("reject", "triton-api", f"{shown} is triton's runtime or compiler machinery; {TRITON_HINT}")
 
 
+# Calls whose result is clean whatever they are given: device queries, dtype info, type tests.
+CLEAN_RESULT_CALLS = frozenset({f"torch.cuda.{n}" for n in TORCH_CUDA_OK} | {
+    "torch.finfo", "torch.iinfo", "torch.is_tensor", "torch.get_default_dtype", "torch.device", "torch.dtype"})
+# Library calls that may receive a tensor (anything else given a tensor computes with it or reads it):
+# allocations *_like (their first argument only), descriptors over a tensor, partial, cast, type tests.
+TENSOR_ARG_CALLS = frozenset({"functools.partial", "typing.cast", "torch.is_tensor",
+                              "triton.tools.tensor_descriptor.TensorDescriptor",
+                              "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"})
+# Container methods that store or fetch a tensor without reading it; other methods given a tensor on a
+# value that is not a tensor (str.format, list.index, list.count ...) read or compare it.
+CONTAINER_METHODS = frozenset({"append", "extend", "insert", "get", "setdefault", "pop", "update", "add",
+                               "copy", "items", "keys", "values"})
+
+
 def torch_call_kind(path: str) -> str:
-    """What calling an allowed torch path returns, for the tensor-derivation analysis."""
+    """What calling an allowed library path returns, for the tensor-derivation analysis: "tensor" (a new
+    allocation), "clean" (sizes, dtypes, devices) or "propagate" (whatever its arguments carry)."""
     parts = path.split(".")
     if len(parts) == 2 and parts[0] == "torch" and parts[1] in TORCH_ALLOC:
         return "tensor"
-    return "clean"
+    if path in CLEAN_RESULT_CALLS:
+        return "clean"
+    return "propagate"
+
+
+def tensor_argument_allowed(path: str, position: int | None) -> bool:
+    """May the library call `path` receive a tensor at `position` (None: a keyword argument)?"""
+    if path in TENSOR_ARG_CALLS:
+        return True
+    parts = path.split(".")
+    return (len(parts) == 2 and parts[0] == "torch" and parts[1].endswith("_like") and parts[1] in TORCH_ALLOC
+            and position == 0)

@@ -12,13 +12,16 @@ import builtins
 import string
 
 from sandbox import lint_policy as P
+from sandbox.lint_calls import Callee, unresolved_message
 from sandbox.lint_flow import CONTAINER, STATE, TENSOR
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 # Attributes of triton's JIT/autotuner objects: reading them reaches compiled-kernel caches.
 _JIT_INTERNALS = frozenset({"fn", "cache", "device_caches", "run", "warmup", "src", "used_global_vals",
                             "params", "pre_run_hooks", "add_pre_run_hook", "configs", "best_config",
-                            "cache_key", "preload", "rewrite", "rewritten_fn", "kernel_cache", "bench"})
+                            "cache_key", "preload", "rewrite", "rewritten_fn", "kernel_cache", "bench",
+                            "create_binder", "get_capture_scope", "parse", "is_gluon", "repr", "signature",
+                            "arg_names", "do_not_specialize", "kernel_decorators", "launch_metadata"})
 
 
 class ExpressionRules:
@@ -56,6 +59,10 @@ class ExpressionRules:
         if isinstance(node.ctx, ast.Load):
             if home is None:
                 if name in BUILTIN_NAMES:
+                    if name in P.ALLOWED_BUILTINS and not self._builtin_use_ok(node, name):
+                        self.add(node, "call", f"builtin {name} used as a value (an alias, a table entry, key={name}): "
+                                               f"the lint follows builtins only where they are called; write "
+                                               f"{name}(...) where it is needed")
                     if name not in P.ALLOWED_BUILTINS:
                         code = P.BANNED_BUILTIN_CODES.get(name, "builtin")
                         extra = " (id/hash key output caches on object identity)" if code == "data-ptr" else ""
@@ -72,18 +79,53 @@ class ExpressionRules:
                     if self._check_path(node, self.aliases[name], name) == P.NAMESPACE:
                         self.add(node, "escape", f"{name} is a module: call its functions ({name}.<name>) but do "
                                                  "not store or pass the module itself")
-            if home is self.root and name in self.kernel_names and not self.in_kernel():
+            holds_kernel = (home is self.root and name in self.kernel_names) or \
+                (home is not None and (id(home), name) in self.flow.kernel_params)     # a launch helper's kernel
+            if holds_kernel and not self.in_kernel():
                 parent = self.parents.get(id(node))
-                ok = (isinstance(parent, ast.Subscript) and parent.value is node) or isinstance(parent, (ast.Call, ast.keyword))
+                call = self.parents.get(id(parent)) if isinstance(parent, ast.keyword) else parent
+                passed = isinstance(call, ast.Call) and call.func is not node and \
+                    self.flow.resolve(call.func, self.scope).kind in ("host", "partial")
+                ok = (isinstance(parent, ast.Subscript) and parent.value is node) or passed or \
+                    (isinstance(parent, ast.Call) and parent.func is node)      # K(...): reported as `call`
                 if not ok:
                     self.add(node, "kernel-attr", f"kernel {name} may only be launched ({name}[grid](...)) or "
-                                                  "passed as an argument; do not store or inspect it")
+                                                  "passed to one of this file's launch helpers; do not store or "
+                                                  "inspect it")
         else:
             if name in self.aliases and isinstance(node.ctx, ast.Store):
                 self.add(node, "monkeypatch", f"assignment to {name} rebinds an imported module or name; "
                                               "use a different variable name")
             elif self.scope is self.root and name in BUILTIN_NAMES:
                 self.add(node, "escape", f"module-level {name} rebinds a Python builtin; choose another name")
+
+    def _builtin_use_ok(self, node: ast.Name, name: str) -> bool:
+        """Builtins are called; exception classes are also raised and caught, and types are
+        isinstance's second argument."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return True
+        if name[0].isupper():
+            return True             # exception classes, NotImplemented, Ellipsis
+        if self._in_annotation(node):
+            return True
+        if isinstance(parent, ast.Call) and parent.args and parent.args[0] is node and \
+                self.flow.module_path(parent.func, self.scope) == "typing.cast":
+            return True
+        child = node
+        while isinstance(parent, ast.Tuple):
+            child, parent = parent, self.parents.get(id(parent))
+        return (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id == "isinstance"
+                and len(parent.args) == 2 and parent.args[1] is child)
+
+    def _in_annotation(self, node: ast.AST) -> bool:
+        child, parent = node, self.parents.get(id(node))
+        while parent is not None and not isinstance(parent, ast.stmt):
+            if isinstance(parent, ast.arg) and parent.annotation is child:
+                return True
+            child, parent = parent, self.parents.get(id(parent))
+        return (isinstance(parent, ast.AnnAssign) and parent.annotation is child) or \
+            (isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.returns is child)
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
         if node.name:
@@ -140,7 +182,7 @@ class ExpressionRules:
     def _check_host_attribute(self, node: ast.AST, receiver: ast.expr, attr: str, shown: str) -> None:
         if isinstance(receiver, ast.Call) and isinstance(receiver.func, (ast.Name, ast.Attribute)):
             path = self.flow.module_path(receiver.func, self.scope)
-            if path is not None and path.startswith("torch.") and P.torch_call_kind(path) != "tensor":
+            if path is not None and path.startswith("torch.") and P.torch_call_kind(path) == "clean":
                 return          # torch.finfo(...).max, torch.cuda.get_device_properties(...).name
         meta = receiver.func if isinstance(receiver, ast.Call) else receiver
         if isinstance(meta, ast.Attribute) and meta.attr in P.TENSOR_META:
@@ -165,16 +207,20 @@ class ExpressionRules:
     # ---------------------------------------------------------------- expressions
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name) and \
-                func.value.id in self.kernel_names and self.scope.lookup(func.value.id) is self.root:
-            self.launches.append((func.value.id, self.scope))
-            if self.at_module_level():
-                self.add(node, "module-level", f"{func.value.id}[...](...) at module level runs at import; launch "
-                                               f"kernels inside {self.op_name}(...)")
-        elif isinstance(func, ast.Name) and func.id == "getattr" and self.scope.lookup("getattr") is None:
+        callee = None if self.in_kernel() else self.flow.resolve(func, self.scope)
+        if callee is not None and callee.kind in ("launch", "partial"):
+            kernels = _launched_kernels(callee)
+            self.launches += [(k, self.scope) for k in kernels]
+            if kernels and self.at_module_level():
+                self.add(node, "module-level", f"{ast.unparse(func)[:40]}(...) at module level runs at import; "
+                                               f"launch kernels inside {self.op_name}(...)")
+        why = _unresolved_reason(callee) if callee is not None else None
+        if why is not None:
+            self.add(node, "call", unresolved_message(node, why))
+        if isinstance(func, ast.Name) and func.id == "getattr" and self.scope.lookup("getattr") is None:
             self._check_getattr(node)
-        elif not self.in_kernel():
-            self._check_host_call(node)
+        elif callee is not None:
+            self._check_host_call(node, callee)
         self.generic_visit(node)
 
     def _check_getattr(self, node: ast.Call) -> None:
@@ -195,15 +241,27 @@ class ExpressionRules:
         elif not self.in_kernel():
             self._check_host_attribute(node, obj, attr, shown)
 
-    def _check_host_call(self, node: ast.Call) -> None:
+    def _check_host_call(self, node: ast.Call, callee: Callee) -> None:
         func = node.func
         args = list(node.args) + [k.value for k in node.keywords]
         arg_taint = 0
         for a in args:
             arg_taint |= self.taint(a)
-        path = self.flow.module_path(func, self.scope) if isinstance(func, (ast.Name, ast.Attribute)) else None
+        path = callee.path if callee.kind == "module" else None
         if path is not None:
             root = path.split(".")[0]
+            if path == "torch.Tensor":
+                self.add(node, "torch-compute", "torch.Tensor(...) builds a tensor from host data (or re-wraps one); "
+                                                "allocate with torch.empty/empty_like and fill it in the kernel")
+            for i, a in enumerate(args):
+                position = i if i < len(node.args) and not isinstance(a, ast.Starred) else None
+                if self.taint(a) & (TENSOR | CONTAINER) and not P.tensor_argument_allowed(path, position):
+                    self.add(node, "torch-compute", f"{ast.unparse(func)[:40]}(...) receives a tensor "
+                                                    f"(`{ast.unparse(a)[:30]}`): library calls may take tensors only "
+                                                    "as the model of an *_like allocation, a TensorDescriptor's base, "
+                                                    "or through functools.partial/typing.cast; pass sizes "
+                                                    "(t.shape, t.numel()) or compute it in the kernel")
+                    break
             if self.at_module_level() and root == "torch" and not self._is_decorator(node):
                 self.add(node, "module-level", f"{ast.unparse(func)}(...) at module level runs at import; allocate "
                                                f"and query devices inside {self.op_name}(...)")
@@ -228,6 +286,8 @@ class ExpressionRules:
                     self.add(node, "torch-compute", f"{name}(...) over tensors computes with PyTorch in Python; "
                                                     "compute it inside the kernel")
             return
+        if callee.kind == "method":
+            self._check_method_arguments(node, func, args, arg_taint)
         if isinstance(func, ast.Attribute):
             if func.attr in ("format", "format_map") and isinstance(func.value, ast.Constant) and \
                     isinstance(func.value.value, str):
@@ -235,6 +295,22 @@ class ExpressionRules:
             if func.attr in P.MUTATING_METHODS and self.taint(func.value) & STATE:
                 self.add(node, "global-state", f"{ast.unparse(func)[:50]}(...) changes module-level state from a "
                                                "function (a cache across calls); keep per-call data in locals")
+
+    def _check_method_arguments(self, node: ast.Call, func: ast.Attribute, args: list[ast.expr], arg_taint: int) -> None:
+        """A tensor handed to a method: views and metadata take sizes; other values' methods may only
+        store or fetch it (list.append, dict.get); str.format, list.index ... would read or compare it."""
+        shown = ast.unparse(func)[:40]
+        if self.taint(func.value) & TENSOR:
+            tensors = [a for a in args if self.taint(a) & TENSOR]
+            model_only = func.attr.endswith("_as") and bool(node.args) and tensors == [node.args[0]]
+            if tensors and not model_only:
+                self.add(node, "torch-compute", f"{shown}(`{ast.unparse(tensors[0])[:30]}`) passes a tensor to a "
+                                                "tensor method: view, allocation and metadata arguments are sizes "
+                                                "(t.shape, t.stride(0)); only view_as/reshape_as/expand_as take a tensor")
+        elif arg_taint & (TENSOR | CONTAINER) and func.attr not in P.CONTAINER_METHODS:
+            self.add(node, "call", f"{shown}(...) passes a tensor to a method the lint does not know (on a value that "
+                                   "is not a tensor): it may read or compare it; give tensors only to kernels, views, "
+                                   "allocations and container methods (" + ", ".join(sorted(P.CONTAINER_METHODS)) + ")")
 
     def _is_decorator(self, node: ast.AST) -> bool:
         parent = self.parents.get(id(node))
@@ -259,7 +335,30 @@ class ExpressionRules:
                                                 "do it inside the kernel (launcher arithmetic is for sizes and grids)")
         self.generic_visit(node)
 
+    def _check_truth(self, test: ast.expr | None) -> None:
+        """`if t:`, `while t:`, `assert t`, `t and u`, `not t`: bool(tensor) reads it on the host."""
+        if test is not None and not self.in_kernel() and self.taint(test) & TENSOR:
+            self.add(test, "host-sync", f"`{ast.unparse(test)[:50]}` tests a tensor's truth in Python (bool(t) reads "
+                                        "it on the host); test sizes, dtypes or `t is None`, or branch in the kernel")
+
+    def visit_If(self, node: ast.If) -> None:
+        self._check_truth(node.test)
+        self.generic_visit(node)
+
+    visit_While = visit_IfExp = visit_If
+
+    def visit_Assert(self, node: ast.Assert) -> None:
+        self._check_truth(node.test)
+        self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> None:
+        for value in node.values:
+            self._check_truth(value)
+        self.generic_visit(node)
+
     def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        if isinstance(node.op, ast.Not):
+            self._check_truth(node.operand)
         if not self.in_kernel() and not isinstance(node.op, ast.Not) and self.taint(node.operand) & TENSOR:
             self.add(node, "torch-compute", f"`{ast.unparse(node)[:60]}` computes on a tensor in Python; do it "
                                             "inside the kernel")
@@ -294,3 +393,24 @@ class ExpressionRules:
             self.add(node, "host-sync", "formatting a tensor into a string reads its values on the host; format "
                                         "its .shape or .dtype instead")
         self.generic_visit(node)
+
+
+def _launched_kernels(callee: Callee, depth: int = 0) -> list[str]:
+    """Kernels a launch, or a functools.partial around a launch, runs."""
+    if callee.kind == "launch":
+        return list(callee.kernels)
+    if callee.kind == "partial" and depth < 8:
+        return [k for inner in callee.inner for k in _launched_kernels(inner, depth + 1)]
+    return []
+
+
+def _unresolved_reason(callee: Callee, depth: int = 0) -> str | None:
+    """Why a call (or what a functools.partial wraps) cannot be resolved, or None."""
+    if callee.kind == "unresolved":
+        return callee.path
+    if callee.kind == "partial" and depth < 8:
+        for inner in callee.inner:
+            why = _unresolved_reason(inner, depth + 1)
+            if why is not None:
+                return why
+    return None

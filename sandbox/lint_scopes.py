@@ -20,12 +20,18 @@ class Scope:
     parent: "Scope | None"
     name: str = ""
     locals: set[str] = field(default_factory=set)
-    # (target, how, value): how is "value" (target = value), "iter" (for target in value), "aug"
+    # (target, how, value): how is "value" (target = value), "iter" (for target in value), "aug",
+    # "unknown" (except ... as target, match captures: counted as a tensor)
     sources: list[tuple[ast.expr, str, ast.expr]] = field(default_factory=list)
     params: list[str] = field(default_factory=list)
+    posparams: list[str] = field(default_factory=list)          # positional-or-keyword, in order
+    kwonly: list[str] = field(default_factory=list)
+    vararg: str | None = None
+    kwarg: str | None = None
     scalar_params: set[str] = field(default_factory=set)
     defaults: dict[str, ast.expr] = field(default_factory=dict)      # parameter -> default expression
     returns: list[ast.expr] = field(default_factory=list)
+    yields: list[ast.expr] = field(default_factory=list)         # `yield v` values; `yield from xs` iterables
     functions: dict[str, "Scope"] = field(default_factory=dict)   # host functions defined here
     state_names: set[str] = field(default_factory=set)           # module scope: plain variables
 
@@ -61,8 +67,6 @@ class ScopeBuilder(ast.NodeVisitor):
         self.all: list[Scope] = []
         self.calls: list[tuple[ast.Call, Scope]] = []
         self.refs: list[tuple[ast.Name, Scope]] = []        # host-function names used as values
-        self.grid_names: set[int] = set()                   # ids of Name nodes used as kernel[grid]
-        self.lambda_args: dict[int, tuple[ast.Call, Scope]] = {}
         self.stack: list[Scope] = []
 
     # -- helpers
@@ -94,8 +98,6 @@ class ScopeBuilder(ast.NodeVisitor):
         outer = self.cur
         for dec in getattr(node, "decorator_list", []):
             self.visit(dec)
-            if node in self.kernel_defs:       # heuristics / autotune hooks get triton's argument dict
-                self.grid_names.update(id(n) for n in ast.walk(dec) if isinstance(n, ast.Name))
         args = node.args
         for default in args.defaults + [d for d in args.kw_defaults if d is not None]:
             self.visit(default)
@@ -109,10 +111,14 @@ class ScopeBuilder(ast.NodeVisitor):
         scope = self._new(node, kind, name)
         every = args.posonlyargs + args.args + args.kwonlyargs
         scope.params = [a.arg for a in every]
+        scope.posparams = [a.arg for a in args.posonlyargs + args.args]
+        scope.kwonly = [a.arg for a in args.kwonlyargs]
         if args.vararg:
             scope.params.append(args.vararg.arg)
+            scope.vararg = args.vararg.arg
         if args.kwarg:
             scope.params.append(args.kwarg.arg)
+            scope.kwarg = args.kwarg.arg
         scope.locals.update(scope.params)
         positional = args.posonlyargs + args.args
         pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults))
@@ -226,8 +232,14 @@ class ScopeBuilder(ast.NodeVisitor):
         scope.locals.add(node.target.id)
         scope.sources.append((node.target, "value", node.value))
 
+    def _bind_unknown(self, name: str) -> None:
+        """A name bound to a value the analysis cannot trace (a caught exception may carry a tensor in
+        its args; a match capture is any part of the subject): counted as a tensor."""
+        self.cur.locals.add(name)
+        self.cur.sources.append((ast.Name(id=name, ctx=ast.Store()), "unknown", ast.Constant(None)))
+
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
-        if node.name:
+        if node.name:      # clean: a tensor can enter an exception only through a constructor the lint rejects
             self.cur.locals.add(node.name)
         self.generic_visit(node)
 
@@ -247,16 +259,16 @@ class ScopeBuilder(ast.NodeVisitor):
 
     def visit_MatchAs(self, node: ast.MatchAs) -> None:
         if node.name:
-            self.cur.locals.add(node.name)
+            self._bind_unknown(node.name)
         self.generic_visit(node)
 
     def visit_MatchStar(self, node: ast.MatchStar) -> None:
         if node.name:
-            self.cur.locals.add(node.name)
+            self._bind_unknown(node.name)
 
     def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
         if node.rest:
-            self.cur.locals.add(node.rest)
+            self._bind_unknown(node.rest)
         self.generic_visit(node)
 
     def visit_Global(self, node: ast.Global) -> None:
@@ -267,18 +279,18 @@ class ScopeBuilder(ast.NodeVisitor):
             self.cur.function_scope().returns.append(node.value)
             self.visit(node.value)
 
+    def visit_Yield(self, node: ast.Yield) -> None:
+        if node.value is not None:
+            self.cur.function_scope().yields.append(node.value)
+        self.generic_visit(node)
+
+    def visit_YieldFrom(self, node: ast.YieldFrom) -> None:
+        self.cur.function_scope().yields.append(node.value)
+        self.generic_visit(node)
+
     # -- uses
     def visit_Call(self, node: ast.Call) -> None:
         self.calls.append((node, self.cur))
-        for arg in node.args + [k.value for k in node.keywords]:
-            if isinstance(arg, ast.Lambda):
-                self.lambda_args[id(arg)] = (node, self.cur)
-        self.generic_visit(node)
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        # kernel[grid]: a grid function receives triton's dict of launch arguments, not tensors
-        if isinstance(node.slice, ast.Name):
-            self.grid_names.add(id(node.slice))
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:

@@ -64,6 +64,15 @@ EXPECTED_CODES = {
     "lint_torch_functional": {"import", "torch-compute"},
     "lint_torch_ops_aten": {"escape"},
     "lint_wrong_signature": {"signature"},
+    "lint_cast_launders_tensor": {"torch-compute"},
+    "lint_lambda_table_compute": {"call", "torch-compute"},
+    "lint_builtin_alias_sum": {"call"},
+    "lint_torch_size_reads_ids": {"torch-compute"},
+    "lint_closure_collects_tensors": {"torch-compute"},
+    "lint_heuristics_reads_weight": {"host-sync", "torch-compute"},
+    "lint_pre_hook_computes_output": {"torch-compute"},
+    "lint_type_hints_eval": {"escape"},
+    "lint_target_info_driver": {"escape"},
 }
 
 
