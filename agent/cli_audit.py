@@ -3,7 +3,7 @@
     aka audit list                        runs: operator, proposer, iterations, accepted, best score, end
     aka audit show RUN                    one run: plan, every iteration with its verdict and lesson, dropouts
     aka audit diff RUN [ITER]             unified diff: candidate of ITER vs its incumbent (default: seed vs final)
-    aka audit verify                      walk the hash chain; exit 1 naming the first bad record
+    aka audit verify [--strict]           walk the hash chain; exit 1 naming the first bad record
     aka audit export RUN --to DIR         upstream-ready bundle (agent/audit_export.py)
 
 RUN is a run id, a unique prefix of one, or `last`. Exit codes: 0 ok, 1 verification failed, 2 usage.
@@ -160,28 +160,40 @@ def diff(run: str = typer.Argument(..., help="run id, unique prefix, or `last`")
 
 
 @app.command()
-def verify(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
-    """Check the whole trail: hash chain, sources, and the accepted kernel files on disk."""
+def verify(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE,
+           strict: bool = typer.Option(False, "--strict", help="also fail (exit 1) when the chain's tail cannot "
+                                       "be checked (no head file)")):
+    """Check the whole trail: hash chain, iteration numbering, sources, and the accepted kernel files on disk.
+
+    Problems print before anything that reads as ok; a warning that limits what was checked is the last line."""
+    from agent import records as R
     with _open(db, config, override) as audit:
         report = audit.verify()
-        typer.echo(str(report))
-        if not report.ok:
-            raise typer.Exit(1)
         problems, missing = [], 0
         for r in audit.records(kind="accepted"):
-            path = Path(r.body.get("path", ""))
+            acc = R.Accepted.from_json(r.body)
+            path = Path(acc.path)
             if not path.is_file():
                 missing += 1
                 continue
-            if hashlib.sha256(path.read_bytes()).hexdigest() != r.body["source_sha256"]:
+            if hashlib.sha256(path.read_bytes()).hexdigest() != acc.source_sha256:
                 problems.append(f"{path} differs from the accepted kernel recorded in record #{r.seq}")
-        if missing:
-            typer.echo(f"note: {missing} accepted kernel file(s) are not on this disk (moved or another machine); "
-                       f"their sources are in the database")
-        for p in problems:
-            typer.secho(f"TAMPERED: {p}", fg="red")
-        if problems:
-            raise typer.Exit(1)
+        head_path = audit.head_path
+    for p in problems:
+        typer.secho(f"TAMPERED: {p}", fg="red")
+    if not report.ok:
+        typer.secho(str(report), fg="red")
+    elif not problems:
+        typer.echo(str(report))
+    else:
+        typer.echo(f"the hash chain itself is intact ({report.records} records, {report.blobs} sources)")
+    if missing:
+        typer.echo(f"note: {missing} accepted kernel file(s) are not on this disk (moved or another machine); "
+                   f"their sources are in the database")
+    if report.ok and not report.tail_checked:
+        typer.secho(report.tail_warning(head_path), fg="yellow")
+    if problems or not report.ok or (strict and not report.tail_checked):
+        raise typer.Exit(1)
 
 
 @app.command()
