@@ -202,6 +202,9 @@ def export(run: str = typer.Argument(..., help="run id, unique prefix, or `last`
            db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
     """Write an upstream-ready bundle: kernel, standalone test, performance table, tuned configs."""
     from agent.audit_export import ExportError, export_run
+    if to.exists() and not to.is_dir():
+        raise _fail(f"--to {to} is an existing file; the bundle is a folder of several files: give a new or "
+                    f"existing folder, e.g. --to {to.with_suffix('')}-bundle")
     with _open(db, config, override) as audit:
         v = _view(audit, run)
         try:

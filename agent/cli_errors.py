@@ -45,16 +45,20 @@ def read_kernel(path: Path, option: str) -> str:
 
 
 def check_writable(path: Path, option: str) -> None:
-    """Fail now, before any evaluation, if `path` cannot be written later."""
+    """Fail now, before any evaluation, if `path` cannot be written later: its folder is created and a
+    scratch file written and removed there (permission bits alone say nothing when running as root)."""
     path = Path(path)
     if path.is_dir():
         raise usage_error(f"{option} {path} is a directory; give a file path, e.g. {path / 'result.json'}")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    target = path if path.exists() else parent
-    if not parent.is_dir() or not os.access(target, os.W_OK):
-        raise usage_error(f"{option} {path}: {target} is not writable; choose a path you can write")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f".{path.name}.{os.getpid()}.check")
+        fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.close(fd)
+        os.unlink(scratch)
+    except OSError as e:
+        raise usage_error(f"{option} {path} cannot be written ({e.strerror}: {e.filename}); choose a path "
+                          f"in a folder you can write") from None
 
 
 def check_number(value: float | None, option: str, low: float, high: float | None = None,

@@ -207,8 +207,10 @@ def optimize(
                 spec = load_operator(op)
                 shapes = select_shapes(load_shapes(shapes_file), shape_set) if shapes_file else spec.select(shape_set)
             except yaml.YAMLError as e:
-                raise _usage(f"--shapes {shapes_file} is not valid YAML ({str(e).splitlines()[0]}); the format is "
-                             f"that of benchmarks/operators/{op}/shapes.yaml")
+                mark = getattr(e, "problem_mark", None)
+                where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+                raise _usage(f"--shapes {shapes_file} is not valid YAML ({where}{getattr(e, 'problem', None) or e}); "
+                             f"the format is that of benchmarks/operators/{op}/shapes.yaml")
             except (UnknownOperator, ValueError, OSError, KeyError, TypeError) as e:
                 where = f"--shapes {shapes_file}: " if shapes_file else ""
                 raise _usage(f"{where}{type(e).__name__ if isinstance(e, (KeyError, TypeError)) else ''} {e}".strip()
