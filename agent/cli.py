@@ -151,14 +151,15 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
                               f"({other.bandwidth_tbs:.2f} TB/s, bf16 {other.peaks_tflops.get('bf16', 0):.0f} TFLOP/s)")
     elif result.interpreter:
         console.print("S_i: not scored (interpreter timings are not scores)")
+    from rich.markup import escape
     for flag in result.flags:
-        console.print(f"[yellow]flag:[/] {flag}")
+        console.print(f"[yellow]flag:[/] {escape(flag)}")
     if result.accepted:
         console.print(f"[green]accepted[/]")
     else:
         console.print(f"[red]rejected[/] at {result.failed_stage}:")
         for r in result.reasons:
-            console.print(f"  - {r}")
+            console.print(f"  - {escape(r)}")
     if json_out:
         record = result.to_json()
         record["ceilings_other"] = None

@@ -83,9 +83,14 @@ def _fmt(v: float | None, spec: str) -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def _row_text(s: ShapeResult, interpreter: bool, hide: HoldoutFilter) -> str:
+def _row_text(s: ShapeResult, result: EvalResult, hide: HoldoutFilter) -> str:
+    from agent.report import shape_status
+    interpreter = result.interpreter
     if s.error:
         return "FAILED: " + (HIDDEN_NOTE if hide.leaks(s.error) else s.error[:MAX_REASON_CHARS])
+    status = shape_status(result, s)
+    if status != "ok":        # stopped before any shape ran: never "passed"
+        return status
     parts = []
     if interpreter or s.timing_mode == "interpreter":
         parts.append("passed (interpreter: no timing)")
@@ -148,11 +153,13 @@ def _result_view(contract: OperatorContract | None, result: EvalResult) -> dict[
         if line and hide.leaks(line):
             line = None
     hidden = [s for s in result.shapes if s.holdout]
+    from agent.report import set_shares
+    shares = set_shares(result.shapes)    # the weight the system prompt shows: share of the run's set
     return {
         "verdict": result.verdict, "failed_stage": result.failed_stage, "interpreter": result.interpreter,
         "reasons": reasons, "failing_line": line,
         "rows": [{"id": s.id, "dims": " ".join(f"{k}={v}" for k, v in s.dims.items()), "dtype": s.dtype,
-                  "weight": s.weight, "text": _row_text(s, result.interpreter, hide)}
+                  "weight": shares.get(s.id), "text": _row_text(s, result, hide)}
                  for s in result.visible_shapes()],
         "hidden_total": len(hidden), "hidden_passed": sum(s.passed for s in hidden),
         "hidden_failed": sum(not s.passed for s in hidden),

@@ -31,15 +31,21 @@ def _numbers(dims_list: list[dict]) -> set[int]:
     return out
 
 
+def _all_dims(row: ShapeResult) -> list[dict]:
+    return [dict(row.dims)] + ([dict(row.ran_dims)] if getattr(row, "ran_dims", None) else [])
+
+
 class HoldoutFilter:
     def __init__(self, result: EvalResult, contract=None):
         """`contract`: an OperatorContract whose (visible) shapes' numbers may be named freely."""
         hidden = [s for s in result.shapes if s.holdout]
-        visible = [dict(s.dims) for s in result.visible_shapes()]
+        visible = [d for s in result.visible_shapes() for d in _all_dims(s)]
         if contract is not None:
             visible += [dict(s.get("dims", {})) for s in contract.shapes]
         self.ids = {s.id for s in hidden if s.id}
-        self.secrets = {str(n) for n in _numbers([dict(s.dims) for s in hidden]) - _numbers(visible) if n > 1}
+        # Both the hot dims and the (interpreter's) dims that ran: an error message names the sizes that ran.
+        self.secrets = {str(n) for n in _numbers([d for s in hidden for d in _all_dims(s)]) - _numbers(visible)
+                        if n > 1}
 
     def leaks(self, text: str) -> bool:
         if not text:

@@ -113,8 +113,9 @@ class _Evaluation(GpuGates):
         return "fp32" if self.interpreter else shape.dtype   # the interpreter's bf16 arithmetic is unreliable
 
     def _row(self, shape: Shape, holdout: bool = False) -> ShapeResult:
-        row = ShapeResult(id=shape.id, dims=self._dims(shape), dtype=self._dtype(shape), weight=shape.weight,
-                          holdout=holdout, timing_mode="interpreter" if self.interpreter else None)
+        row = ShapeResult(id=shape.id, dims=dict(shape.dim), dtype=self._dtype(shape), weight=shape.weight,
+                          holdout=holdout, timing_mode="interpreter" if self.interpreter else None,
+                          ran_dims=self._dims(shape) if self.interpreter else None)
         if not holdout:
             rl = roofline(*self.spec.work(shape), self.req.hardware)
             row.t_roof_us, row.bound = rl.t_roof_s * 1e6, rl.bound
