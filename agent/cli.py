@@ -128,16 +128,18 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     if interpreter:
         typer.secho(f"note: {__import__('agent.report', fromlist=['x']).INTERPRETER_NOTE}", fg="yellow", err=True)
 
+    from agent.progress import StageProgress
     from agent.report import console as make_console, rescore, shape_table
     from sandbox import EvalRequest, evaluate
     s = cfg.sandbox
-    result = evaluate(EvalRequest(op=op, source=source, shapes=chosen,
-                                  hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
-                                  dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
-                                  counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
-                                  require_features=s.require_features, baseline=baseline,
-                                  network_namespace=s.network_namespace,
-                                  gpu_memory_fraction=s.gpu_memory_fraction))
+    with StageProgress() as stage_progress:
+        result = evaluate(EvalRequest(op=op, source=source, shapes=chosen,
+                                      hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
+                                      dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
+                                      counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
+                                      require_features=s.require_features, baseline=baseline,
+                                      network_namespace=s.network_namespace,
+                                      gpu_memory_fraction=s.gpu_memory_fraction), progress=stage_progress)
     console = make_console()
     what = f"baseline {baseline}" if baseline else str(path)
     console.print(shape_table(result, f"{op} [{shape_set}] {what} — ceilings: {primary.name} {primary.source}"))

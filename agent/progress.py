@@ -103,3 +103,34 @@ def summary_table(rows: list[dict[str, Any]], title: str):
                                           _fmt(r.get("t_after_us"), ".3g"), _fmt(r.get("t_roof_us"), ".3g"),
                                           _fmt(r.get("a_before")), _fmt(r.get("a_after")))))
     return table
+
+
+class StageProgress:
+    """`aka bench`'s view of a sandbox evaluation: the sandbox calls it with (stage, activity) as each
+    gate and shape starts. On a terminal a spinner names the stage and shape; piped, one line per
+    stage on stderr (a minute of silence reads as a hang)."""
+
+    def __init__(self, console=None):
+        from rich.console import Console
+        self.console = console or Console(stderr=True)
+        self._status = None
+        self._stage: str | None = None
+
+    def __enter__(self) -> "StageProgress":
+        if self.console.is_terminal:
+            self._status = self.console.status("starting the sandbox")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+            self._status = None
+
+    def __call__(self, stage: str, activity: str) -> None:
+        from rich.text import Text
+        if self._status is not None:
+            self._status.update(Text(f"{stage}: {activity}"))
+        elif stage != self._stage:
+            self.console.print(f"bench: {stage}: {activity}", markup=False, highlight=False)
+        self._stage = stage

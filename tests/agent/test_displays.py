@@ -77,3 +77,29 @@ def test_a_record_keeps_the_hot_dims_and_separately_the_dims_that_ran():
     assert row.ran_dims == spec.interpreter_dims(shape.dim) != row.dims  # what the interpreter would run
     assert EvalResult.from_json(result.to_json()).shapes[0].ran_dims == row.ran_dims
     assert "ran at " + " ".join(f"{k}={v}" for k, v in row.ran_dims.items()) in render(shape_table(result, "t"))
+
+
+@pytest.mark.interpreter
+def test_bench_progress_names_each_stage_and_shape_and_prints_one_line_per_stage_when_piped(tmp_path):
+    """The real sandbox under the interpreter on the seed at one tiny shape; the hook is the only observer."""
+    from agent.progress import StageProgress
+    from benchmarks.hardware import load_hardware
+    from benchmarks.spec import Shape
+    from sandbox import EvalRequest, evaluate
+    spec = load_operator("rms_norm")
+    calls = []
+    shape = Shape.make("tiny", {"T": 2, "H": 64}, dtype="fp32", weight=1.0)
+    result = evaluate(EvalRequest(op="rms_norm", source=open(spec.seed_path).read(), shapes=(shape,),
+                                  hardware=load_hardware("h200"), trials=1, holdout=True),
+                      progress=lambda stage, what: calls.append((stage, what)))
+    assert result.accepted, result.reasons
+    stages = [s for s, _ in calls]
+    assert stages[0] == "lint" and "compile" in stages and "correctness" in stages
+    assert ("correctness", "correctness trials of shape tiny") in calls
+    assert all("holdout" not in what for _, what in calls) and ("correctness", "a hidden shape") in calls
+    buf = io.StringIO()
+    with StageProgress(Console(file=buf, force_terminal=False)) as p:
+        for stage, what in calls:
+            p(stage, what)
+    lines = buf.getvalue().splitlines()
+    assert [line.split(":")[1].strip() for line in lines] == list(dict.fromkeys(stages))   # one line per stage
