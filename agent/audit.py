@@ -130,11 +130,16 @@ class VerifyReport:
     blobs: int
     first_bad_seq: int | None = None
     problem: str = ""
+    tail_checked: bool = True       # False: no head file, so records deleted from the end cannot be seen
 
     def __str__(self) -> str:
         if self.ok:
             return f"ok: {self.records} records and {self.blobs} sources verified; the hash chain is intact"
         return f"TAMPERED: {self.problem}"
+
+    def tail_warning(self, head_path: Path) -> str:
+        return (f"warning: no head file {head_path}: records deleted from the end of the chain cannot be "
+                f"detected (every append rewrites it; keep a copy elsewhere; --strict fails in this case)")
 
 
 class Audit:
@@ -266,6 +271,9 @@ class Audit:
                 return VerifyReport(False, count, 0, seq, f"{where}: content does not match its hash (edited)")
             referenced.update(_source_refs(body))
             prev, expected = h, seq + 1
+        numbering = self._check_iteration_numbers()
+        if numbering is not None:
+            return VerifyReport(False, count, 0, numbering[0], numbering[1])
         head = self._read_head()
         if head is not None:
             row = self.db.execute("SELECT hash FROM records WHERE seq = ?", (head["seq"],)).fetchone()
@@ -288,7 +296,22 @@ class Audit:
             missing = sorted(referenced)[0]
             return VerifyReport(False, count, blobs, None, f"source {missing[:12]} is referenced by a record but "
                                                            f"missing from blobs (deleted)")
-        return VerifyReport(True, count, blobs)
+        return VerifyReport(True, count, blobs, tail_checked=head is not None or count == 0)
+
+    def _check_iteration_numbers(self) -> tuple[int, str] | None:
+        """Per run, iteration records are numbered 0, 1, 2, ... each once (a second writer of one run,
+        or a replayed record, shows as a repeat or a gap): (seq, problem) of the first that is not."""
+        expected: dict[str, int] = {}
+        rows = self.db.execute("SELECT seq, run_id, body->>'$.record.iteration' FROM records "
+                               "WHERE kind = 'iteration' ORDER BY seq")
+        for seq, run_id, it in rows:
+            want = expected.get(run_id, 0)
+            if it is None or int(it) != want:
+                what = "repeats an iteration number" if it is not None and int(it) < want else "skips iterations"
+                return seq, (f"record #{seq} (iteration, run {run_id}) is iteration {it}, expected {want}: the "
+                             f"run {what} (two writers at once, or records removed or replayed)")
+            expected[run_id] = want + 1
+        return None
 
     def _read_head(self) -> dict | None:
         try:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agent import records as R
 from agent.audit import Audit, Record
 from sandbox.verdict import EvalResult
 
@@ -31,56 +32,65 @@ class ExportError(RuntimeError):
 
 @dataclass(frozen=True)
 class RunView:
-    run_id: str
-    start: dict[str, Any]
-    records: tuple[Record, ...]
+    """One run read back as typed records (agent/records.py); `rows` keeps each one's audit row (seq, ts, hash)."""
 
-    def of(self, kind: str) -> list[Record]:
-        return [r for r in self.records if r.kind == kind]
+    run_id: str
+    start: R.RunStart
+    rows: tuple[tuple[Record, R.RunRecord], ...]
+
+    def of(self, kind: type) -> list:
+        return [t for _, t in self.rows if isinstance(t, kind)]
+
+    def rows_of(self, kind: type) -> list[tuple[Record, Any]]:
+        return [(raw, t) for raw, t in self.rows if isinstance(t, kind)]
 
     @property
-    def end(self) -> dict[str, Any] | None:
-        ends = self.of("run_end")
-        return ends[-1].body if ends else None
+    def started_at(self) -> str:
+        return self.rows_of(R.RunStart)[0][0].ts
 
-    def accepted(self) -> list[dict[str, Any]]:
-        return [r.body for r in self.of("accepted")]
+    @property
+    def end(self) -> R.RunEnd | None:
+        ends = self.of(R.RunEnd)
+        return ends[-1] if ends else None
 
-    def final(self) -> dict[str, Any]:
+    def accepted(self) -> list[R.Accepted]:
+        return self.of(R.Accepted)
+
+    def final(self) -> R.Accepted:
         acc = self.accepted()
         if not acc:
             raise ExportError(f"run {self.run_id} has no accepted kernel yet (not even the seed's verdict)")
         return acc[-1]
 
-    def incumbent_before(self, iteration: int) -> dict[str, Any]:
+    def incumbent_before(self, iteration: int) -> R.Accepted:
         """The accepted kernel the candidate of `iteration` was measured against."""
-        acc = [a for a in self.accepted() if a["iteration"] < iteration]
+        acc = [a for a in self.accepted() if a.iteration < iteration]
         if not acc:
             raise ExportError(f"run {self.run_id}: no incumbent before iteration {iteration}")
         return acc[-1]
 
     def evaluation(self, iteration: int, sha: str | None = None, roles=("seed", "candidate")) -> EvalResult | None:
-        hits = [r.body for r in self.of("evaluation") if r.body.get("iteration") == iteration
-                and r.body.get("role") in roles and (sha is None or r.body.get("source_sha256") == sha)]
-        return EvalResult.from_json(hits[-1]["result"]) if hits else None
+        hits = [e for e in self.of(R.Evaluation) if e.iteration == iteration and e.role in roles
+                and (sha is None or e.source_sha256 == sha)]
+        return hits[-1].eval_result() if hits else None
 
     def baselines(self) -> dict[str, EvalResult]:
-        return {r.body["role"].split(":", 1)[1]: EvalResult.from_json(r.body["result"])
-                for r in self.of("evaluation") if str(r.body.get("role", "")).startswith("baseline:")}
+        return {e.role.split(":", 1)[1]: e.eval_result() for e in self.of(R.Evaluation)
+                if e.role.startswith("baseline:")}
 
-    def iteration(self, it: int) -> dict[str, Any]:
-        hits = [r.body for r in self.of("iteration") if r.body["record"]["iteration"] == it]
+    def iteration(self, it: int) -> R.Iteration:
+        hits = [r for r in self.of(R.Iteration) if r.iteration == it]
         if not hits:
             raise ExportError(f"run {self.run_id} has no iteration {it}; `aka audit show {self.run_id}` lists them")
         return hits[-1]
 
 
 def load_run(audit: Audit, run_id: str) -> RunView:
-    records = tuple(audit.records(run_id))
-    starts = [r for r in records if r.kind == "run_start"]
+    rows = tuple((r, t) for r in audit.records(run_id) if (t := R.parse(r)) is not None)
+    starts = [t for _, t in rows if isinstance(t, R.RunStart)]
     if not starts:
         raise ExportError(f"no run {run_id!r} in {audit.path}; `aka audit list` shows the runs")
-    return RunView(run_id, starts[0].body, records)
+    return RunView(run_id, starts[0], rows)
 
 
 # ---- the bundle's parts ---------------------------------------------------------------------
@@ -167,16 +177,16 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
 def performance_markdown(view: RunView) -> str:
     final = view.final()
     seed_res = view.evaluation(0, roles=("seed",))
-    final_res = view.evaluation(final["iteration"], final["source_sha256"])
+    final_res = view.evaluation(final.iteration, final.source_sha256)
     base = view.baselines()
-    hw = view.start.get("hardware") or {}
+    hw = view.start.hardware if isinstance(view.start.hardware, dict) else {}
     interp = bool(seed_res and seed_res.interpreter)
     head = ["shape", "dims", "dtype", "weight", "T_roof (us)", "seed (us)", "final (us)", "speedup",
             "attain seed", "attain final"] + [f"{b} (us)" for b in base]
-    out = [f"# {view.start['op']}: performance of run {view.run_id}", "",
-           f"Shape set `{view.start['shape_set']}`; ceilings: {hw.get('name', '?')} ({hw.get('source', '?')}: "
+    out = [f"# {view.start.op}: performance of run {view.run_id}", "",
+           f"Shape set `{view.start.shape_set}`; ceilings: {hw.get('name', '?')} ({hw.get('source', '?')}: "
            f"{hw.get('bandwidth_tbs', '?')} TB/s). Times are GPU time per call inside a CUDA graph, L2 cold, median. "
-           f"Final kernel: iteration {final['iteration']}, sha256 {final['source_sha256'][:12]}.", ""]
+           f"Final kernel: iteration {final.iteration}, sha256 {final.source_sha256[:12]}.", ""]
     if interp:
         out += ["**Interpreter run (no GPU): correctness is real, the times below mean nothing and are not scores.**",
                 ""]
@@ -306,29 +316,29 @@ def _e2e_files(home: Path, sha256: str) -> dict[str, str]:
 def export_run(audit: Audit, run_id: str, out_dir: str | Path) -> list[Path]:
     """Write the bundle for `run_id` into out_dir; returns the files written."""
     view = load_run(audit, run_id)
-    op, final = view.start["op"], view.final()
-    source = audit.source(final["source_sha256"])
-    op_sha = view.start.get("operator_sha256")
+    op, final = view.start.op, view.final()
+    source = audit.source(final.source_sha256)
+    op_sha = view.start.operator_sha256
     if op_sha:
         operator_source = audit.source(op_sha)
     else:
         from benchmarks.registry import OPERATORS_DIR
         operator_source = (OPERATORS_DIR / op / "operator.py").read_text()
-    final_res = view.evaluation(final["iteration"], final["source_sha256"])
+    final_res = view.evaluation(final.iteration, final.source_sha256)
     gpu, triton_version = _environment(final_res)
     configs = {gpu: {triton_version: {"op": op, "CONFIGS": _jsonable(tuned_configs(source)), "run_id": run_id,
-                                      "iteration": final["iteration"], "source_sha256": final["source_sha256"],
-                                      "score": final.get("score")}}}
-    acc_records = [r for r in view.of("accepted") if r.body["source_sha256"] == final["source_sha256"]]
+                                      "iteration": final.iteration, "source_sha256": final.source_sha256,
+                                      "score": final.score}}}
+    acc_records = [raw for raw, a in view.rows_of(R.Accepted) if a.source_sha256 == final.source_sha256]
     files = {
         f"{op}.py": source,
         f"reference_{op}.py": standalone_reference(operator_source),
-        f"test_{op}.py": render_test_file(op, run_id, view.start["shapes"]),
+        f"test_{op}.py": render_test_file(op, run_id, list(view.start.shapes)),
         "PERFORMANCE.md": performance_markdown(view),
         "configs.json": json.dumps(configs, indent=2, sort_keys=True) + "\n",
         "README.md": (f"# {op} kernel from aka run {run_id}\n\n"
-                      f"- `{op}.py`: the accepted kernel (iteration {final['iteration']}, sha256 "
-                      f"{final['source_sha256']}).\n"
+                      f"- `{op}.py`: the accepted kernel (iteration {final.iteration}, sha256 "
+                      f"{final.source_sha256}).\n"
                       f"- `test_{op}.py`: `pytest -q test_{op}.py` checks it against `reference_{op}.py` "
                       f"(PyTorch) on the run's shapes and on odd sizes.\n"
                       f"- `PERFORMANCE.md`: per-shape times against the seed and the baselines.\n"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from agent.types import format_usd
+
 DEFAULT_ITERATIONS = 20   # used when no budget at all is given, so a run always ends
 
 
@@ -62,7 +64,7 @@ class BudgetUsed:
             part("min", f"{self.wall_s / 60:.1f}", limits.minutes),
             part("gpu-min", f"{self.gpu_s / 60:.2f}", limits.gpu_minutes),
             part("tokens", str(self.tokens), limits.tokens),
-            part("usd", f"{self.usd:.2f}", limits.usd),
+            part("usd", format_usd(self.usd).lstrip("$"), limits.usd),   # a fraction of a cent is not 0.00
         ])
 
 

@@ -1,6 +1,7 @@
 """aka: the command line. `aka optimize | bench | ops | shapes | calibrate | kb | audit`.
 
-Exit codes: 0 accepted / success, 1 rejected (with reasons), 2 usage error.
+Exit codes: 0 accepted / success, 1 rejected (with reasons), 2 usage error (agent/cli_errors.py);
+`aka optimize` adds 3 (fatal provider error) and 130/143 (interrupted).
 """
 from __future__ import annotations
 
@@ -11,15 +12,11 @@ from typing import List, Optional
 
 import typer
 
+from agent.cli_errors import check_writable, read_kernel, usage_error
 from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="aka: profile-guided Triton kernel optimization with a scorer that cannot be gamed.")
-
-
-def usage_error(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    return typer.Exit(2)
 
 
 def _operator(name: str):
@@ -124,22 +121,25 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     if not chosen:
         raise usage_error(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
     path = Path(kernel) if kernel else Path(spec.seed_path)
-    if not baseline and not path.is_file():
-        raise usage_error(f"kernel file {path} does not exist")
+    source = "" if baseline else read_kernel(path, "--kernel")
+    if json_out is not None:
+        check_writable(json_out, "--json")      # now, not after a minute of evaluation
     primary, other = resolve_hardware(cfg, hardware)
     if interpreter:
         typer.secho(f"note: {__import__('agent.report', fromlist=['x']).INTERPRETER_NOTE}", fg="yellow", err=True)
 
+    from agent.progress import StageProgress
     from agent.report import console as make_console, rescore, shape_table
     from sandbox import EvalRequest, evaluate
     s = cfg.sandbox
-    result = evaluate(EvalRequest(op=op, source="" if baseline else path.read_text(), shapes=chosen,
-                                  hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
-                                  dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
-                                  counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
-                                  require_features=s.require_features, baseline=baseline,
-                                  network_namespace=s.network_namespace,
-                                  gpu_memory_fraction=s.gpu_memory_fraction))
+    with StageProgress() as stage_progress:
+        result = evaluate(EvalRequest(op=op, source=source, shapes=chosen,
+                                      hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
+                                      dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
+                                      counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
+                                      require_features=s.require_features, baseline=baseline,
+                                      network_namespace=s.network_namespace,
+                                      gpu_memory_fraction=s.gpu_memory_fraction), progress=stage_progress)
     console = make_console()
     what = f"baseline {baseline}" if baseline else str(path)
     console.print(shape_table(result, f"{op} [{shape_set}] {what} — ceilings: {primary.name} {primary.source}"))
@@ -153,14 +153,15 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
                               f"({other.bandwidth_tbs:.2f} TB/s, bf16 {other.peaks_tflops.get('bf16', 0):.0f} TFLOP/s)")
     elif result.interpreter:
         console.print("S_i: not scored (interpreter timings are not scores)")
+    from rich.markup import escape
     for flag in result.flags:
-        console.print(f"[yellow]flag:[/] {flag}")
+        console.print(f"[yellow]flag:[/] {escape(flag)}")
     if result.accepted:
         console.print(f"[green]accepted[/]")
     else:
         console.print(f"[red]rejected[/] at {result.failed_stage}:")
         for r in result.reasons:
-            console.print(f"  - {r}")
+            console.print(f"  - {escape(r)}")
     if json_out:
         record = result.to_json()
         record["ceilings_other"] = None

@@ -3,7 +3,7 @@
     aka audit list                        runs: operator, proposer, iterations, accepted, best score, end
     aka audit show RUN                    one run: plan, every iteration with its verdict and lesson, dropouts
     aka audit diff RUN [ITER]             unified diff: candidate of ITER vs its incumbent (default: seed vs final)
-    aka audit verify                      walk the hash chain; exit 1 naming the first bad record
+    aka audit verify [--strict]           walk the hash chain; exit 1 naming the first bad record
     aka audit export RUN --to DIR         upstream-ready bundle (agent/audit_export.py)
 
 RUN is a run id, a unique prefix of one, or `last`. Exit codes: 0 ok, 1 verification failed, 2 usage.
@@ -68,20 +68,21 @@ def list_runs(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, overri
     from rich.table import Table
     from rich.text import Text
 
+    from agent import records as R
     from agent.audit_export import load_run
     with _open(db, config, override) as audit:
-        table = Table(title=f"runs in {audit.path}")
+        table = Table(title=Text(f"runs in {audit.path}"))
         for col in ("run", "op", "set", "proposer", "started", "iterations", "accepted", "best", "end"):
             table.add_column(col, no_wrap=col == "run")
         for run_id in audit.run_ids():
             v = load_run(audit, run_id)
-            recs = [r.body["record"] for r in v.of("iteration")]
-            scores = [a.get("score") for a in v.accepted() if a.get("score") is not None]
-            who = v.start["proposer"] + (f" ({v.start['model']})" if v.start.get("model") else "")
-            end = v.end["reason"] if v.end else "(running or killed)"
-            cells = (run_id, v.start["op"], v.start["shape_set"], who, v.of("run_start")[0].ts[:19],
-                     str(sum(1 for r in recs if not r["is_seed"])),
-                     str(sum(1 for r in recs if r["accepted"] and not r["is_seed"])),
+            recs = [r.record for r in v.of(R.Iteration)]
+            scores = [a.score for a in v.accepted() if a.score is not None]
+            who = v.start.proposer + (f" ({v.start.model})" if v.start.model else "")
+            end = v.end.reason if v.end else "(running or killed)"
+            cells = (run_id, v.start.op, v.start.shape_set, who, v.started_at[:19],
+                     str(sum(1 for r in recs if not r.is_seed)),
+                     str(sum(1 for r in recs if r.accepted and not r.is_seed)),
                      _fmt(max(scores) if scores else None), end)
             table.add_row(*(Text(c) for c in cells))
         _console().print(table)
@@ -93,40 +94,44 @@ def show(run: str = typer.Argument(..., help="run id, unique prefix, or `last`")
     """One run: its plan, every iteration (verdict, score, what changed, lesson), dropouts, usage, end."""
     from rich.table import Table
     from rich.text import Text
+
+    from agent import records as R
+    from agent.types import format_usd
     console = _console()
     with _open(db, config, override) as audit:
         v = _view(audit, run)
         s = v.start
-        hw = s.get("hardware") or {}
-        console.print(f"{v.run_id}: {s['op']} [{s['shape_set']}] shapes "
-                      f"{', '.join(x['id'] for x in s['shapes'])}; proposer {s['proposer']}"
-                      + (f" ({s['model']})" if s.get("model") else "")
-                      + f"; hardware {hw.get('name', hw)} ({hw.get('source', '?')}); target {s['target']}; "
-                      f"limits {s['limits']}", highlight=False, markup=False)
+        hw = s.hardware if isinstance(s.hardware, dict) else {"name": s.hardware}
+        console.print(f"{v.run_id}: {s.op} [{s.shape_set}] shapes "
+                      f"{', '.join(x['id'] for x in s.shapes)}; proposer {s.proposer}"
+                      + (f" ({s.model})" if s.model else "")
+                      + f"; hardware {hw.get('name', '?')} ({hw.get('source', '?')}); target {s.target}; "
+                      f"limits {s.limits.to_json()}", highlight=False, markup=False)
         table = Table()
         for col in ("#", "verdict", "stage", "score", "accepted", "changed", "lesson"):
             table.add_column(col, overflow="fold")
-        for r in v.of("iteration"):
-            rec = r.body["record"]
-            cells = (str(rec["iteration"]), rec["verdict"], rec["failed_stage"] or "", _fmt(rec["score"]),
-                     "yes" if rec["accepted"] else "", rec["changed"], rec["lesson"])
+        iterations = v.of(R.Iteration)
+        for it in iterations:
+            rec = it.record
+            cells = (str(rec.iteration), rec.verdict, rec.failed_stage or "", _fmt(rec.score),
+                     "yes" if rec.accepted else "", rec.changed, rec.lesson)
             table.add_row(*(Text(c) for c in cells))      # not markup: lessons quote code like x[rows]
         console.print(table)
-        for d in v.of("dropout"):
-            console.print(f"dropout before iteration {d.body['iteration']}: masked {d.body['masked']} "
-                          f"(p={d.body['p']}, rng seed {d.body['rng_seed']}, protected {d.body['protected']})",
-                          markup=False)
-        tokens = sum((r.body.get("usage") or {}).get("prompt_tokens", 0) +
-                     (r.body.get("usage") or {}).get("completion_tokens", 0) for r in v.of("iteration"))
-        usd = sum((r.body.get("usage") or {}).get("usd", 0.0) for r in v.of("iteration"))
-        gpu = sum(float(r.body.get("gpu_s") or 0) for r in v.of("evaluation"))
-        console.print(f"usage: {tokens} tokens, ${usd:.2f}, {gpu / 60:.2f} GPU minutes, "
-                      f"{len(v.of('evaluation'))} evaluations, {len(v.of('resume'))} resumes")
+        for d in v.of(R.Dropout):
+            console.print(f"dropout before iteration {d.iteration}: masked {list(d.masked)} "
+                          f"(p={d.p}, rng seed {d.rng_seed}, protected {list(d.protected)})", markup=False)
+        usages = [it.usage for it in iterations if it.usage is not None]
+        tokens = sum(u.tokens for u in usages)
+        usd = sum(u.usd for u in usages)
+        evaluations = v.of(R.Evaluation)
+        gpu = sum(e.gpu_s for e in evaluations)
+        console.print(f"usage: {tokens} tokens, {format_usd(usd)}, {gpu / 60:.2f} GPU minutes, "
+                      f"{len(evaluations)} evaluations, {len(v.of(R.Resume))} resumes", highlight=False, markup=False)
         if v.accepted():
             final = v.final()
-            console.print(f"final kernel: iteration {final['iteration']}, sha256 {final['source_sha256'][:12]}, "
-                          f"score {_fmt(final.get('score'))}, {final.get('path', '')}", highlight=False, markup=False)
-        console.print(f"end: {v.end['reason'] if v.end else '(running, or killed before it ended)'}", markup=False)
+            console.print(f"final kernel: iteration {final.iteration}, sha256 {final.source_sha256[:12]}, "
+                          f"score {_fmt(final.score)}, {final.path}", highlight=False, markup=False)
+        console.print(f"end: {v.end.reason if v.end else '(running, or killed before it ended)'}", markup=False)
 
 
 @app.command()
@@ -142,15 +147,15 @@ def diff(run: str = typer.Argument(..., help="run id, unique prefix, or `last`")
             if iteration is None:
                 old = v.accepted()[0]
                 new = v.final()
-                a_sha, b_sha = old["source_sha256"], new["source_sha256"]
-                a_name, b_name = "seed", f"final (iteration {new['iteration']})"
+                a_sha, b_sha = old.source_sha256, new.source_sha256
+                a_name, b_name = "seed", f"final (iteration {new.iteration})"
             else:
-                body = v.iteration(iteration)
-                if not body.get("source_sha256"):
-                    raise _fail(f"iteration {iteration} produced no candidate: {body['record']['lesson']}")
+                it = v.iteration(iteration)
+                if not it.source_sha256:
+                    raise _fail(f"iteration {iteration} produced no candidate: {it.record.lesson}")
                 inc = v.incumbent_before(iteration) if iteration > 0 else v.accepted()[0]
-                a_sha, b_sha = inc["source_sha256"], body["source_sha256"]
-                a_name, b_name = f"incumbent (iteration {inc['iteration']})", f"candidate (iteration {iteration})"
+                a_sha, b_sha = inc.source_sha256, it.source_sha256
+                a_name, b_name = f"incumbent (iteration {inc.iteration})", f"candidate (iteration {iteration})"
         except (ExportError, IndexError) as e:
             raise _fail(str(e) or f"run {v.run_id} has no accepted kernel")
         a, b = audit.source(a_sha), audit.source(b_sha)
@@ -160,28 +165,40 @@ def diff(run: str = typer.Argument(..., help="run id, unique prefix, or `last`")
 
 
 @app.command()
-def verify(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
-    """Check the whole trail: hash chain, sources, and the accepted kernel files on disk."""
+def verify(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE,
+           strict: bool = typer.Option(False, "--strict", help="also fail (exit 1) when the chain's tail cannot "
+                                       "be checked (no head file)")):
+    """Check the whole trail: hash chain, iteration numbering, sources, and the accepted kernel files on disk.
+
+    Problems print before anything that reads as ok; a warning that limits what was checked is the last line."""
+    from agent import records as R
     with _open(db, config, override) as audit:
         report = audit.verify()
-        typer.echo(str(report))
-        if not report.ok:
-            raise typer.Exit(1)
         problems, missing = [], 0
         for r in audit.records(kind="accepted"):
-            path = Path(r.body.get("path", ""))
+            acc = R.Accepted.from_json(r.body)
+            path = Path(acc.path)
             if not path.is_file():
                 missing += 1
                 continue
-            if hashlib.sha256(path.read_bytes()).hexdigest() != r.body["source_sha256"]:
+            if hashlib.sha256(path.read_bytes()).hexdigest() != acc.source_sha256:
                 problems.append(f"{path} differs from the accepted kernel recorded in record #{r.seq}")
-        if missing:
-            typer.echo(f"note: {missing} accepted kernel file(s) are not on this disk (moved or another machine); "
-                       f"their sources are in the database")
-        for p in problems:
-            typer.secho(f"TAMPERED: {p}", fg="red")
-        if problems:
-            raise typer.Exit(1)
+        head_path = audit.head_path
+    for p in problems:
+        typer.secho(f"TAMPERED: {p}", fg="red")
+    if not report.ok:
+        typer.secho(str(report), fg="red")
+    elif not problems:
+        typer.echo(str(report))
+    else:
+        typer.echo(f"the hash chain itself is intact ({report.records} records, {report.blobs} sources)")
+    if missing:
+        typer.echo(f"note: {missing} accepted kernel file(s) are not on this disk (moved or another machine); "
+                   f"their sources are in the database")
+    if report.ok and not report.tail_checked:
+        typer.secho(report.tail_warning(head_path), fg="yellow")
+    if problems or not report.ok or (strict and not report.tail_checked):
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -190,6 +207,9 @@ def export(run: str = typer.Argument(..., help="run id, unique prefix, or `last`
            db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
     """Write an upstream-ready bundle: kernel, standalone test, performance table, tuned configs."""
     from agent.audit_export import ExportError, export_run
+    if to.exists() and not to.is_dir():
+        raise _fail(f"--to {to} is an existing file; the bundle is a folder of several files: give a new or "
+                    f"existing folder, e.g. --to {to.with_suffix('')}-bundle")
     with _open(db, config, override) as audit:
         v = _view(audit, run)
         try:

@@ -109,7 +109,12 @@ def query(text: str = typer.Argument(..., help="What to look for: an error, a bo
     from knowledge.retrieve import MODES
     if mode not in MODES:
         raise typer.BadParameter(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    kb = _open(kb_dir, vectors)
+    from knowledge.kb import CATALOG_FILE
+    directory = _kb_dir(kb_dir)
+    if not (directory / CATALOG_FILE).is_file():   # say so now, not after loading the embedding model (~11 s)
+        console.print(f"no knowledge base at {directory}; run `aka kb build` first", markup=False, highlight=False)
+        raise typer.Exit(1)
+    kb = _open(directory, vectors)
     try:
         hits = kb.search(text, k=k, layers=(layer,) if layer else None, mode=mode)
     finally:

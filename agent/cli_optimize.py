@@ -5,8 +5,10 @@
     aka optimize --op rms_norm --proposer scripted --script a.py --script b.py
     aka optimize --resume rms_norm-20261129-191700-ab12 --iterations 40
 
-Exit codes: 0 the run ended (budget, target or proposer done), 2 usage error, 128+N stopped by
-signal N (130 SIGINT, 143 SIGTERM) after recording the current iteration.
+Exit codes: 0 the run ended (budget, target or proposer done), 2 usage or set-up error (bad
+options, a provider/model/key/base URL the probe refused, a run another process is writing),
+3 stopped by a fatal provider error mid-run (key revoked, model gone), 128+N stopped by signal N
+(130 SIGINT, 143 SIGTERM) after recording the current iteration.
 Also runnable as `python -m agent.cli_optimize ...` (the kill/resume tests do).
 """
 from __future__ import annotations
@@ -21,9 +23,7 @@ import typer
 PROPOSERS = ("llm", "search", "scripted")
 
 
-def _usage(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    return typer.Exit(2)
+from agent.cli_errors import EXIT_PROVIDER, check_number, read_kernel, usage_error as _usage
 
 
 def contract_for(spec, shapes) -> "OperatorContract":
@@ -132,6 +132,11 @@ def optimize(
     override: List[str] = typer.Option([], "-c", help="config override key.path=value"),
     no_dropout: bool = typer.Option(False, "--no-dropout", help="turn optimization dropout off"),
     rng_seed: int = typer.Option(0, "--seed", help="seed for dropout and the proposers' randomness"),
+    api_base: Optional[str] = typer.Option(None, "--api-base", help="base URL of the LLM provider (an "
+                                           "OpenAI-compatible server: vLLM, SGLang, Ollama); same as "
+                                           "-c llm.api_base=URL"),
+    no_probe: bool = typer.Option(False, "--no-probe", help="skip the one tiny request that checks the LLM "
+                                  "provider, model and key before the seed is evaluated"),
 ):
     """Improve an operator's Triton kernel: measure, propose, check, accept only real gains, repeat."""
     from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
@@ -144,6 +149,14 @@ def optimize(
     from benchmarks.registry import UnknownOperator, load_operator, load_shapes
     from benchmarks.spec import select_shapes
 
+    check_number(target, "--target", 0.0, 1.0, low_ok=False, example="0.9")
+    for value, option in ((minutes, "--minutes"), (gpu_minutes, "--gpu-minutes"), (usd, "--usd"),
+                          (iterations, "--iterations"), (tokens, "--tokens")):
+        check_number(value, option, 0.0, example="10")
+    if api_base is not None:
+        if not api_base.startswith(("http://", "https://")):
+            raise _usage(f"--api-base {api_base!r} is not an http(s) URL; e.g. --api-base http://127.0.0.1:8000/v1")
+        override = [*override, f"llm.api_base={api_base}"]
     try:
         cfg = load_config(config, override)
     except ConfigError as e:
@@ -170,57 +183,94 @@ def optimize(
     audit = Audit(cfg.audit_db)
     try:
         if resume:
+            from agent.records import RunStart
             try:
                 run_id = audit.resolve_run(resume)
             except AuditError as e:
                 raise _usage(str(e))
-            body = audit.records(run_id, "run_start")[0].body
-            if op and op != body["op"]:
-                raise _usage(f"run {run_id} optimizes {body['op']}, not {op}; drop --op when resuming")
-            hw_name = body["hardware"]["name"] if isinstance(body["hardware"], dict) else hardware
-            hw, _ = resolve_hardware(cfg, hardware or hw_name)
-            old = RunPlan.from_json(body, hw, audit.source(body["seed_source_sha256"]))
+            start = RunStart.from_json(audit.records(run_id, "run_start")[0].body)
+            if op and op != start.op:
+                raise _usage(f"run {run_id} optimizes {start.op}, not {op}; drop --op when resuming")
+            hw, _ = resolve_hardware(cfg, hardware or start.hardware_name)
+            old = RunPlan.from_record(start, hw, audit.source(start.seed_source_sha256))
             plan = dataclasses.replace(old, limits=old.limits.merged(limits),
                                        target=old.target if target is None else target,
                                        dropout=old.dropout and not no_dropout)
             skip = sum(1 for r in audit.records(run_id, "iteration") if not r.body["record"]["is_seed"])
             name = proposer or plan.proposer
-            scripts = [str(p) for p in script] or list(body.get("script", []))
+            scripts = [str(p) for p in script] or list(start.script)
         else:
             if not op:
                 raise _usage("--op is required (aka ops lists the operators), or --resume RUN_ID")
+            import yaml
             try:
                 spec = load_operator(op)
                 shapes = select_shapes(load_shapes(shapes_file), shape_set) if shapes_file else spec.select(shape_set)
-            except (UnknownOperator, ValueError, OSError, KeyError) as e:
-                raise _usage(str(e))
+            except yaml.YAMLError as e:
+                mark = getattr(e, "problem_mark", None)
+                where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+                raise _usage(f"--shapes {shapes_file} is not valid YAML ({where}{getattr(e, 'problem', None) or e}); "
+                             f"the format is that of benchmarks/operators/{op}/shapes.yaml")
+            except (UnknownOperator, ValueError, OSError, KeyError, TypeError) as e:
+                where = f"--shapes {shapes_file}: " if shapes_file else ""
+                raise _usage(f"{where}{type(e).__name__ if isinstance(e, (KeyError, TypeError)) else ''} {e}".strip()
+                             + ("; the format is that of benchmarks/operators/<op>/shapes.yaml" if shapes_file else ""))
             if not shapes:
                 raise _usage(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
             seed_path = Path(seed_kernel) if seed_kernel else Path(spec.seed_path)
-            if not seed_path.is_file():
-                raise _usage(f"seed kernel {seed_path} does not exist")
+            seed_text = read_kernel(seed_path, "--seed-kernel")
             hw, _ = resolve_hardware(cfg, hardware)
             name = proposer or ("llm" if model else "search")
             scripts, skip = [str(p) for p in script], 0
-            plan = RunPlan(op=op, shape_set=shape_set, shapes=shapes, hardware=hw, seed_source=seed_path.read_text(),
+            plan = RunPlan(op=op, shape_set=shape_set, shapes=shapes, hardware=hw, seed_source=seed_text,
                            seed_path=str(seed_path), target=0.95 if target is None else target,
                            limits=limits.with_default(), proposer=name, model=model, rng_seed=rng_seed,
                            dropout=not no_dropout, script=tuple(scripts))
             run_id = new_run_id(op)
-        spec = load_operator(plan.op)
-        retriever, kb = _knowledge(cfg, progress.message)
-        prop = _proposer(name, plan.model, scripts, skip, cfg, plan.rng_seed, _alternatives(kb, plan.op, cfg))
-        from sandbox import evaluate
-        loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=evaluate,
-                    retriever=retriever, progress=progress)
-        progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
-                         + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
-        outcome = loop.run(resume=bool(resume))
+        from agent.run_lock import RunLocked, acquire
+        try:
+            lock = acquire(cfg.audit_db, run_id)    # before the probe and the seed: one run, one writer
+        except RunLocked as e:
+            raise _usage(str(e))
+        try:
+            if lock.stale:
+                progress.message(f"taking over the lock of run {run_id} left by pid {lock.stale.get('pid')} on "
+                                 f"{lock.stale.get('host')} (it ended without releasing it: killed?)")
+            spec = load_operator(plan.op)
+            retriever, kb = _knowledge(cfg, progress.message)
+            prop = _proposer(name, plan.model, scripts, skip, cfg, plan.rng_seed, _alternatives(kb, plan.op, cfg))
+            if name == "llm" and not no_probe:
+                _probe(plan.model, cfg, progress.message)
+            from sandbox import evaluate
+            loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=evaluate,
+                        retriever=retriever, progress=progress)
+            progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
+                             + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
+            try:
+                outcome = loop.run(resume=bool(resume))
+            except KeyboardInterrupt:    # a second Ctrl-C: the loop recorded the run's end already
+                raise typer.Exit(130)
+        finally:
+            lock.release()
     finally:
         audit.close()
-    if loop.stop_signal is not None:
-        raise typer.Exit(128 + int(loop.stop_signal))
+    if outcome.exit_code:
+        if outcome.exit_code == EXIT_PROVIDER:
+            typer.secho(f"error: {outcome.reason}", err=True, fg="red")
+        raise typer.Exit(outcome.exit_code)
     return outcome
+
+
+def _probe(model: str, cfg, say) -> None:
+    """One tiny request to the provider before the seed is evaluated: a wrong provider, model, key or
+    base URL stops here with exit 2, not after the seed and on every iteration."""
+    from agent.proposers.llm_clients import ProbeError, ProposerConfigError, probe
+    try:
+        note = probe(model, cfg.llm)
+    except (ProbeError, ProposerConfigError) as e:
+        raise _usage(f"{e} (--no-probe skips this check)")
+    if note:
+        say(f"warning: {note}")
 
 
 def main() -> None:

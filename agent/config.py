@@ -57,10 +57,15 @@ class DropoutConfig:
 class LLMConfig:
     api_base: str | None = None
     """Base URL of an OpenAI-compatible server (vLLM, SGLang, Ollama, OpenRouter)."""
-    timeout_s: float = 300.0
-    """Per-call timeout."""
-    max_retries: int = 5
-    """Retries with exponential backoff on 429, 5xx and timeouts."""
+    timeout_s: float = 120.0
+    """Per-request timeout (a non-streamed 8192-token reply at ~100 tokens/s takes ~80 s)."""
+    max_retries: int = 4
+    """Retries with exponential backoff (or the server's Retry-After, capped) on 429, 5xx and timeouts."""
+    proposal_timeout_s: float = 290.0
+    """Wall-clock cap on one proposal, all its calls and retries together: no attempt starts that could
+    end past it, so a dead provider costs at most this per proposal (under 5 minutes)."""
+    max_retry_after_s: float = 60.0
+    """Cap on a server's Retry-After wait."""
     max_tokens: int = 8192
     """Completion budget of one call."""
     temperature: float = 0.7
@@ -226,9 +231,52 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         raise ConfigError(f"ceilings={cfg.ceilings!r}; choose calibrated or datasheet")
     if cfg.acceptance.untimed not in ("keep-incumbent", "accept-correct"):
         raise ConfigError(f"acceptance.untimed={cfg.acceptance.untimed!r}; choose keep-incumbent or accept-correct")
-    if not 0.0 <= cfg.dropout.p < 1.0:
-        raise ConfigError(f"dropout.p={cfg.dropout.p} must be in [0, 1)")
+    _check_ranges(cfg)
     return cfg
+
+
+# (key, lowest, highest, lowest allowed itself, what to do): checked at load time, so a bad value stops
+# before any evaluation instead of failing every one of them inside the sandbox.
+_RANGES = (
+    ("sandbox.trials", 1, None, True, "give at least 1 trial per shape"),
+    ("sandbox.timeout_s", 0, None, False, "give a positive number of seconds, e.g. 900"),
+    ("sandbox.dsl_threshold", 0, 1, True, "give a share in [0, 1], e.g. 0.9"),
+    ("sandbox.gpu_memory_fraction", 0, 1, False, "give a share in (0, 1], e.g. 0.9"),
+    ("sandbox.counter_shapes", 0, None, True, "give 0 or more shapes"),
+    ("dropout.patience", 1, None, True, "give at least 1 iteration"),
+    ("dropout.p", 0, 1, True, "give a fraction in [0, 1), e.g. 0.5"),
+    ("llm.timeout_s", 0, None, False, "give a positive number of seconds, e.g. 120"),
+    ("llm.max_retries", 0, None, True, "give 0 or more retries"),
+    ("llm.max_tokens", 1, None, True, "give at least 1 token"),
+    ("llm.proposal_timeout_s", 0, None, False, "give a positive number of seconds, e.g. 290"),
+    ("llm.max_retry_after_s", 0, None, True, "give 0 or more seconds"),
+    ("llm.usd_per_mtok_in", 0, None, True, "give a price >= 0 in USD per million tokens"),
+    ("llm.usd_per_mtok_out", 0, None, True, "give a price >= 0 in USD per million tokens"),
+    ("acceptance.repeats", 1, None, True, "give at least 1 A/B pair (3 or more tell a gain from noise)"),
+    ("acceptance.min_gain", 0, None, True, "give a margin >= 0, e.g. 0.0"),
+    ("acceptance.screen_margin", 0, None, True, "give a fraction >= 0, e.g. 0.005"),
+    ("knowledge.k", 0, None, True, "give 0 or more snippets"),
+    ("knowledge.token_budget", 0, None, True, "give 0 or more tokens"),
+)
+
+
+def _check_ranges(cfg: "Config") -> None:
+    import math
+    for key, low, high, low_ok, fix in _RANGES:
+        node: Any = cfg
+        for part in key.split("."):
+            node = getattr(node, part, None)
+        if node is None or isinstance(node, bool) or not isinstance(node, (int, float)):
+            continue
+        if not math.isfinite(node):
+            raise ConfigError(f"{key}={node} is not a finite number; {fix} (-c {key}=VALUE)")
+        bad_low = node < low or (node == low and not low_ok)
+        bad_high = high is not None and (node > high or (key == "dropout.p" and node >= high))
+        if bad_low or bad_high:
+            limit = (f">= {low}" if low_ok else f"> {low}") + (f" and <= {high}" if high is not None else "")
+            if key == "dropout.p":
+                limit = "in [0, 1)"
+            raise ConfigError(f"{key}={node} is out of range: it must be {limit}; {fix} (-c {key}=VALUE)")
 
 
 def env(name: str, default: str | None = None) -> str | None:

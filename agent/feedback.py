@@ -14,21 +14,19 @@ the feedback, the snippets and the unmasked memory records.
 """
 from __future__ import annotations
 
-import itertools
-import math
 import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from agent.config import PROJECT_ROOT
+from agent.holdout import HIDDEN_NOTE, HoldoutFilter
 from agent.types import OperatorContract, ProposalContext
 from sandbox.verdict import EvalResult, ShapeResult
 
 PROMPTS_DIR = PROJECT_ROOT / "configs" / "prompts"
 MAX_REASONS = 6
 MAX_REASON_CHARS = 400
-HIDDEN_NOTE = "a hidden shape failed (details withheld: make the kernel correct for any size)"
 # Frames in these paths are the harness or a library, never the candidate's own line.
 _LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python3|/triton/|/torch/|/sandbox/|<frozen")
 
@@ -47,44 +45,7 @@ def render(template: str, templates_dir: str | Path | None = None, **values: Any
     return env.get_template(template).render(**values).strip() + "\n"
 
 
-# --- hold-out hiding ------------------------------------------------------------------------------
-
-_SAFE_HIDDEN_LINE = re.compile(r"^(a hidden shape\b[^\n]*|\d+ hidden shapes? checked, \d+ failed)$")
-
-
-def _numbers(dims_list: list[dict[str, int]]) -> set[int]:
-    """Every dim value and every product of a shape's dims (a tensor size in an error message)."""
-    out: set[int] = set()
-    for dims in dims_list:
-        values = [int(v) for v in dims.values()]
-        for n in range(1, len(values) + 1):
-            out.update(math.prod(c) for c in itertools.combinations(values, n))
-    return out
-
-
-class HoldoutFilter:
-    """Decides whether a line of text gives something away about a hold-out shape: its id, or a
-    number (a dim or a product of dims) that the hidden shapes have and the visible ones do not.
-    Over-hiding is the safe side: a visible row whose message is withheld only loses detail."""
-
-    def __init__(self, result: EvalResult, contract: OperatorContract | None):
-        hidden = [s for s in result.shapes if s.holdout]
-        visible = [dict(s.dims) for s in result.visible_shapes()]
-        if contract is not None:
-            visible += [dict(s.get("dims", {})) for s in contract.shapes]
-        self.ids = {s.id for s in hidden if s.id}
-        self.secrets = {str(n) for n in _numbers([dict(s.dims) for s in hidden]) - _numbers(visible) if n > 1}
-
-    def leaks(self, text: str) -> bool:
-        if not text:
-            return False
-        if any(re.search(rf"(?<![\w-]){re.escape(i)}(?![\w-])", text) for i in self.ids):
-            return True
-        if any(n in self.secrets for n in re.findall(r"\d+", text)):
-            return True
-        # Whatever else the sandbox wrote about hold-outs, except the loop's own generic lines.
-        return bool(re.search(r"(?i)hold-?out|hidden shape", text)) and not _SAFE_HIDDEN_LINE.match(text.strip())
-
+# --- hold-out hiding: agent/holdout.py (one redaction for feedback, lessons and proposer contexts)
 
 # --- failing line ---------------------------------------------------------------------------------
 
@@ -122,9 +83,14 @@ def _fmt(v: float | None, spec: str) -> str:
     return "n/a" if v is None else format(v, spec)
 
 
-def _row_text(s: ShapeResult, interpreter: bool, hide: HoldoutFilter) -> str:
+def _row_text(s: ShapeResult, result: EvalResult, hide: HoldoutFilter) -> str:
+    from agent.report import shape_status
+    interpreter = result.interpreter
     if s.error:
         return "FAILED: " + (HIDDEN_NOTE if hide.leaks(s.error) else s.error[:MAX_REASON_CHARS])
+    status = shape_status(result, s)
+    if status != "ok":        # stopped before any shape ran: never "passed"
+        return status
     parts = []
     if interpreter or s.timing_mode == "interpreter":
         parts.append("passed (interpreter: no timing)")
@@ -187,11 +153,13 @@ def _result_view(contract: OperatorContract | None, result: EvalResult) -> dict[
         if line and hide.leaks(line):
             line = None
     hidden = [s for s in result.shapes if s.holdout]
+    from agent.report import set_shares
+    shares = set_shares(result.shapes)    # the weight the system prompt shows: share of the run's set
     return {
         "verdict": result.verdict, "failed_stage": result.failed_stage, "interpreter": result.interpreter,
         "reasons": reasons, "failing_line": line,
         "rows": [{"id": s.id, "dims": " ".join(f"{k}={v}" for k, v in s.dims.items()), "dtype": s.dtype,
-                  "weight": s.weight, "text": _row_text(s, result.interpreter, hide)}
+                  "weight": shares.get(s.id), "text": _row_text(s, result, hide)}
                  for s in result.visible_shapes()],
         "hidden_total": len(hidden), "hidden_passed": sum(s.passed for s in hidden),
         "hidden_failed": sum(not s.passed for s in hidden),

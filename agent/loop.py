@@ -5,7 +5,11 @@
 until a budget, the target, the proposer's end or a signal stops it. Every step lands in the audit
 trail before the loop moves on; an accepted kernel is written to runs/RUN_ID/ (atomically) and
 into the database before the next proposal, so a kill at any point loses no accepted kernel and
-`--resume RUN_ID` continues from the records (agent.memory.restore rebuilds the state).
+`--resume RUN_ID` continues from the records. Records are typed (agent/records.py) and the loop's
+state is their fold (agent/state.py): every record written is applied with `state.step`, and a
+resume folds the stored ones, so a resumed run has the state it had. A candidate that an earlier
+session already evaluated is never evaluated again: an offline proposer hears the recorded outcome
+(`observe`) and is asked again, which also replays its own search state.
 
 Acceptance: agent/acceptance.py (interleaved A/B, noise-aware; a correctness-only stand-in when
 there is no timing). Memory and optimization dropout: agent/memory.py. Budgets: agent/budget.py.
@@ -24,9 +28,12 @@ from typing import Any, Callable, Protocol
 
 from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, correctness_only_decision,
                               measure_ab, median_attainment, review_flags, run_score, screen_decision)
+from agent import records as R
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted
-from agent.memory import Memory, RunState, lesson, redact_holdout, restore, visible_per_shape
+from agent.holdout import redact_holdout
+from agent.memory import lesson, visible_per_shape
+from agent.state import RunState, restore, step
 from agent.progress import Progress, Status, summary_rows, summary_table
 from agent.types import IterationRecord, OperatorContract, Proposal, ProposalContext, Snippet
 from sandbox.verdict import EvalResult
@@ -34,6 +41,9 @@ from sandbox.verdict import EvalResult
 Evaluator = Callable[[Any], EvalResult]          # sandbox.EvalRequest -> EvalResult
 Scorer = Callable[[EvalResult], "float | None"]
 FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
+
+
+REPLAY_LIMIT = 256   # re-asks of a free proposer per iteration while it repeats earlier sessions' candidates
 
 
 class Retriever(Protocol):
@@ -72,26 +82,32 @@ class RunPlan:
     baselines: tuple[str, ...] = ("eager", "compile")   # timed once on a GPU for the export's table
     script: tuple[str, ...] = ()                        # the scripted proposer's files, for --resume
 
-    def to_json(self) -> dict:
+    def record(self, **extra) -> R.RunStart:
         hw = self.hardware
-        return {"op": self.op, "shape_set": self.shape_set, "target": self.target, "proposer": self.proposer,
-                "model": self.model, "rng_seed": self.rng_seed, "dropout": self.dropout, "seed_path": self.seed_path,
-                "baselines": list(self.baselines), "script": list(self.script), "limits": self.limits.to_json(),
-                "hardware": dataclasses.asdict(hw) if dataclasses.is_dataclass(hw) else str(hw),
-                # dims as [name, value] pairs: canonical JSON sorts object keys, lists keep the order
-                "shapes": [{"id": s.id, "dims": [list(d) for d in s.dims], "dtype": s.dtype, "phase": s.phase, "source": s.source,
-                            "weight": s.weight, "hot": s.hot} for s in self.shapes]}
+        return R.RunStart(
+            op=self.op, shape_set=self.shape_set, target=self.target, proposer=self.proposer, model=self.model,
+            rng_seed=self.rng_seed, dropout=self.dropout, seed_path=self.seed_path, baselines=tuple(self.baselines),
+            script=tuple(self.script), limits=self.limits,
+            hardware=dataclasses.asdict(hw) if dataclasses.is_dataclass(hw) else str(hw),
+            # dims as [name, value] pairs: canonical JSON sorts object keys, lists keep the order
+            shapes=tuple({"id": s.id, "dims": [list(d) for d in s.dims], "dtype": s.dtype, "phase": s.phase,
+                          "source": s.source, "weight": s.weight, "hot": s.hot} for s in self.shapes), **extra)
+
+    def to_json(self) -> dict:
+        return self.record().to_json()
+
+    @staticmethod
+    def from_record(d: R.RunStart, hardware: Any, seed_source: str) -> "RunPlan":
+        """The plan of a recorded run (for --resume); `hardware` is resolved again by the caller."""
+        from benchmarks.spec import Shape
+        shapes = tuple(Shape.make(**{**s, "dims": dict(s["dims"])}) for s in d.shapes)
+        return RunPlan(op=d.op, shape_set=d.shape_set, shapes=shapes, hardware=hardware, seed_source=seed_source,
+                       seed_path=d.seed_path, target=d.target, limits=d.limits, proposer=d.proposer, model=d.model,
+                       rng_seed=d.rng_seed, dropout=d.dropout, baselines=d.baselines, script=d.script)
 
     @staticmethod
     def from_json(d: dict, hardware: Any, seed_source: str) -> "RunPlan":
-        """The plan of a recorded run (for --resume); `hardware` is resolved again by the caller."""
-        from benchmarks.spec import Shape
-        shapes = tuple(Shape.make(**{**s, "dims": dict(s["dims"])}) for s in d["shapes"])
-        return RunPlan(op=d["op"], shape_set=d["shape_set"], shapes=shapes, hardware=hardware,
-                       seed_source=seed_source, seed_path=d.get("seed_path", ""), target=float(d["target"]),
-                       limits=BudgetLimits(**d["limits"]), proposer=d["proposer"], model=d.get("model"),
-                       rng_seed=int(d["rng_seed"]), dropout=bool(d["dropout"]), baselines=tuple(d.get("baselines", ())),
-                       script=tuple(d.get("script", ())))
+        return RunPlan.from_record(R.RunStart.from_json(d), hardware, seed_source)
 
 
 @dataclass(frozen=True)
@@ -105,6 +121,7 @@ class Outcome:
     s_i: float | None
     rows: list
     interpreter: bool
+    exit_code: int = 0                 # 0 done, 3 fatal proposer error, 128+N stopped by signal N
 
 
 class Loop:
@@ -117,8 +134,11 @@ class Loop:
         self.retriever = retriever or NoRetrieval()
         self.progress = progress or Progress()
         self.run_dir = cfg.home_dir / "runs" / run_id
-        self.st = RunState(memory=Memory())
+        self.st = RunState(op=plan.op)
         self.stop_signal: int | None = None
+        self.fatal_error: str | None = None
+        self.replayable: set[str] = set()    # candidates an earlier session evaluated (see _propose_new)
+        self.replayed = 0
         self.final_proposal = False
         self.last_lesson = ""
 
@@ -138,9 +158,10 @@ class Loop:
         it, st = self.st.iteration, self.st
         ctx = self._context(it)
         self._show(it, "proposing")
-        proposal = self._propose(ctx)
-        st.used = st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
+        proposal = self._propose_new(ctx)
         self.final_proposal = bool(proposal.meta.get("final"))
+        if proposal.meta.get("fatal"):   # the provider refused for good (key, model): exit code 3
+            self.fatal_error = proposal.error or "fatal proposer error"
         if proposal.source is None:
             why = lesson(None, accepted=False, error=proposal.error or "the proposer returned no source")
             rec = IterationRecord(it, "", proposal.changed or "(no candidate)", proposal.why, "error", "proposer",
@@ -148,9 +169,9 @@ class Loop:
             result = EvalResult(op=self.plan.op, reasons=[why])
             return self._commit(rec, proposal, result, Decision(False, "proposer", why), evaluated=False)
         sha = self.audit.put_source(proposal.source)
-        earlier = st.seen.get(sha)
+        earlier = st.seen.get(sha) if sha != st.incumbent_sha else None
         if sha == st.incumbent_sha or earlier is not None:
-            what = "the incumbent" if sha == st.incumbent_sha else f"iteration #{earlier.iteration} ({earlier.lesson})"
+            what = "the incumbent" if earlier is None else f"iteration #{earlier.iteration} ({earlier.lesson})"
             why = f"duplicate of {what}; not re-evaluated"
             rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, why)
             return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[why]),
@@ -172,9 +193,7 @@ class Loop:
                                                                 decision=decision.reason),
                               accepted=decision.accept)
         self._commit(rec, proposal, result, decision, sha, source=proposal.source)
-        if decision.accept:
-            st.incumbent_source, st.incumbent_sha, st.incumbent_result, st.incumbent_score = (
-                proposal.source, sha, result, score)
+        if decision.accept:   # the state's incumbent is this kernel now (agent.state.step of the Accepted record)
             try:
                 self.retriever.remember(self.plan.op, proposal.source, sha, {"run": self.run_id, "iteration": it,
                                                                              "score": score})
@@ -187,9 +206,8 @@ class Loop:
         fresh = self.plan.dropout and d.enabled and st.stall >= d.patience
         if fresh:
             ev = st.memory.dropout(it, d.p, (self.plan.rng_seed * 1_000_003 + it) % 2**32)
-            self.audit.append(self.run_id, "dropout", {**dataclasses.asdict(ev), "patience": d.patience,
-                                                       "stalled_iterations": st.stall})
-            st.stall = 0
+            self._record(R.Dropout(ev.iteration, ev.masked, ev.protected, ev.eligible, ev.rng_seed, ev.p,
+                                   d.patience, st.stall))
         basis = st.incumbent_result if fresh or st.last_result is None else st.last_result
         # Hidden rows stay (feedback reports them as counts); text that names their dims does not.
         shown = redact_holdout(basis, keep_hidden_rows=True) if basis is not None else None
@@ -208,9 +226,41 @@ class Loop:
 
     def _propose(self, ctx: ProposalContext) -> Proposal:
         try:
-            return self.proposer.propose(ctx)
+            proposal = self.proposer.propose(ctx)
         except Exception as e:   # an LLM outage or a proposer bug is recorded; the loop goes on
-            return Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")
+            proposal = Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")
+        self.st.used = self.st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
+        return proposal
+
+    def _propose_new(self, ctx: ProposalContext) -> Proposal:
+        """A proposal, never one an earlier session of this run already evaluated. A free (offline)
+        proposer that repeats one hears its recorded outcome and is asked again: that replays its
+        search state (the search proposer is seeded, so it repeats its moves in order after a
+        resume). A paid proposer's repeat is recorded as a duplicate (asking again costs money)."""
+        st = self.st
+        for _ in range(REPLAY_LIMIT):
+            proposal = self._propose(ctx)
+            if proposal.source is None or proposal.usage.calls:
+                return proposal
+            sha = sha256_text(proposal.source)
+            earlier = st.seen.get(sha)
+            if earlier is None or sha not in self.replayable:
+                return proposal
+            self.replayable.discard(sha)      # replayed once; a second repeat is a real duplicate
+            self.replayed += 1
+            try:
+                self.proposer.observe(proposal, st.results.get(sha), earlier.accepted)
+            except Exception as e:
+                self.progress.message(f"proposer.observe raised {type(e).__name__}: {e}; ignored")
+        return proposal
+
+    def _record(self, *recs) -> list:
+        """Append typed records in one transaction, then apply them to the state (the same fold a
+        resume replays)."""
+        out = R.append(self.audit, self.run_id, *recs)
+        for rec in recs:
+            step(self.st, rec, self.audit.source)
+        return out
 
     def _request(self, source: str, full: bool, baseline: str | None = None):
         from sandbox import EvalRequest
@@ -231,10 +281,11 @@ class Loop:
                                 flags=["harness error"], interpreter=self.st.interpreter)
         wall = time.monotonic() - t0
         gpu = 0.0 if result.interpreter else wall
-        self.st.used = self.st.used.plus(gpu_s=gpu)
-        rec = self.audit.append(self.run_id, "evaluation", {
-            "iteration": it, "role": role, "repeat": repeat, "source_sha256": sha or None, "baseline": baseline,
-            "result": result.to_json(), "gpu_s": gpu, "wall_s": wall, "session": self.st.session})
+        rec = self._record(R.Evaluation(iteration=it, role=role, repeat=repeat, source_sha256=sha or None,
+                                        baseline=baseline, result=result.to_json(), gpu_s=gpu, wall_s=wall,
+                                        session=self.st.session))[0]
+        if role in ("seed", "candidate") and sha:
+            self.st.results[sha] = result     # the object itself (flags may still be added to it)
         return result, rec.seq
 
     def _decide(self, result: EvalResult, source: str, sha: str, it: int) -> Decision:
@@ -271,25 +322,18 @@ class Loop:
         transaction -- the DB never names an accepted kernel that is not on disk."""
         st = self.st
         st.used = self._tick().plus(iterations=1)
-        items = []
+        items: list = []
         if decision.accept:
             path = self._write_kernel(rec.iteration, sha, source)
-            items.append((self.run_id, "accepted", {"iteration": rec.iteration, "source_sha256": sha,
-                                                    "path": str(path), "score": rec.score, "seed": False}))
-        items.append((self.run_id, "iteration", {
-            "record": dataclasses.asdict(rec), "source_sha256": sha or None, "usage": dataclasses.asdict(proposal.usage),
-            "proposal": {"changed": proposal.changed, "why": proposal.why, "error": proposal.error,
-                         "meta": proposal.meta},
-            "decision": decision.to_json(), "flags": list(result.flags), "used": st.used.to_json(),
-            "session": st.session}))
-        self.audit.append_many(items)
-        st.memory.add(rec)
-        if sha and not decision.accept:
-            st.seen[sha] = rec
-        st.stall = 0 if decision.accept else st.stall + 1
-        st.last_result = result if result.shapes or result.reasons else st.last_result
-        st.iteration = rec.iteration + 1
-        st.best = rec.score if decision.accept and rec.score is not None else st.best
+            items.append(R.Accepted(rec.iteration, sha, str(path), rec.score, seed=False))
+        items.append(R.Iteration(record=rec, source_sha256=sha or None, usage=proposal.usage,
+                                 proposal=R.ProposalInfo(proposal.changed, proposal.why, proposal.error,
+                                                         dict(proposal.meta)),
+                                 decision=decision.to_json(), flags=tuple(result.flags), used=st.used,
+                                 session=st.session))
+        self._record(*items)
+        if evaluated:
+            st.last_result = result   # the live object: review flags added after its record are kept
         try:
             self.proposer.observe(proposal, result if evaluated else None, decision.accept)
         except Exception as e:
@@ -311,8 +355,7 @@ class Loop:
         sha = self.audit.put_source(self.plan.seed_source)   # blobs first: a record never names a missing one
         # The operator file as it was: the export's test checks the kernel against this very reference.
         op_sha = self.audit.put_source((OPERATORS_DIR / self.plan.op / "operator.py").read_text())
-        self.audit.append(self.run_id, "run_start", {**self.plan.to_json(), "config": _config_json(self.cfg),
-                                                     "seed_source_sha256": sha, "operator_sha256": op_sha})
+        self._record(self.plan.record(config=_config_json(self.cfg), seed_source_sha256=sha, operator_sha256=op_sha))
         self._evaluate_seed()
 
     def _evaluate_seed(self) -> None:
@@ -326,25 +369,23 @@ class Loop:
                               lesson(result, accepted=result.accepted, decision="the seed"), is_seed=True,
                               accepted=result.accepted)
         path = self._write_kernel(0, sha, self.plan.seed_source)
-        self.audit.append_many([
-            (self.run_id, "accepted", {"iteration": 0, "source_sha256": sha, "path": str(path), "score": score,
-                                       "seed": True, "passed": result.accepted}),
-            (self.run_id, "iteration", {"record": dataclasses.asdict(rec), "source_sha256": sha, "usage": None,
-                                        "decision": None, "used": st.used.to_json(), "session": st.session})])
-        st.memory.add(rec)
-        st.incumbent_source, st.incumbent_sha, st.incumbent_result, st.incumbent_score = (
-            self.plan.seed_source, sha, result, score)
-        st.seed_result, st.best, st.iteration = result, score, 1
+        self._record(R.Accepted(0, sha, str(path), score, seed=True, passed=result.accepted),
+                     R.Iteration(record=rec, source_sha256=sha, used=st.used, session=st.session))
+        st.incumbent_result, st.seed_result = result, result
         if not result.interpreter:
             for b in self.plan.baselines:
                 self._show(0, f"timing baseline {b}")
                 self._evaluate("", "", f"baseline:{b}", 0, full=False, baseline=b)
 
     def _resume(self) -> None:
+        import os
+        import socket
         self.st = restore(self.audit, self.run_id)
-        self.audit.append(self.run_id, "resume", {"session": self.st.session, "next_iteration": self.st.iteration,
-                                                  "used": self.st.used.to_json(),
-                                                  "limits": self.plan.limits.to_json()})
+        self.replayable = set(self.st.seen)
+        self._record(R.Resume(self.st.session + 1, self.st.iteration, self.st.used, self.plan.limits,
+                              os.getpid(), socket.gethostname()))
+        if hasattr(self.proposer, "replay"):   # a proposer that can take its history in one go
+            self.proposer.replay(tuple(self.st.history))
         self.progress.message(f"resuming {self.run_id} at iteration {self.st.iteration} "
                               f"({self.st.used.line(self.plan.limits)})")
         if not self.st.incumbent_sha:   # killed before the seed's verdict was recorded
@@ -359,6 +400,8 @@ class Loop:
     def _stop_reason(self) -> str | None:
         if self.stop_signal is not None:
             return f"stopped by {signal.Signals(self.stop_signal).name} after recording iteration {self.st.iteration - 1}"
+        if self.fatal_error is not None:
+            return f"fatal proposer error: {self.fatal_error}"
         s_i = median_attainment(self.st.incumbent_result)
         if s_i is not None and s_i >= self.plan.target:
             return f"target reached: S_i {s_i:.3f} >= {self.plan.target:g}"
@@ -375,9 +418,8 @@ class Loop:
                 self.progress.message(f"proposer.close raised {type(e).__name__}: {e}; ignored")
         used = self._tick()
         s_i = median_attainment(st.incumbent_result)
-        self.audit.append(self.run_id, "run_end", {"reason": reason, "used": used.to_json(), "score": st.incumbent_score,
-                                                   "s_i": s_i, "incumbent_sha256": st.incumbent_sha or None,
-                                                   "session": st.session})
+        code = 128 + int(self.stop_signal) if self.stop_signal is not None else 3 if self.fatal_error else 0
+        self._record(R.RunEnd(reason, used, st.incumbent_score, s_i, st.incumbent_sha or None, st.session, code))
         rows = summary_rows(st.seed_result, st.incumbent_result)
         title = f"{self.plan.op} [{self.plan.shape_set}] {self.run_id}: seed vs final"
         if st.interpreter:
@@ -386,7 +428,7 @@ class Loop:
             self.progress.console.print(summary_table(rows, title))
         self.progress.message(f"stopped: {reason}. Kernel: {self.run_dir / 'best.py'}")
         return Outcome(self.run_id, reason, st.iteration - 1, st.incumbent_sha, str(self.run_dir / "best.py"),
-                       st.incumbent_score, s_i, rows, st.interpreter)
+                       st.incumbent_score, s_i, rows, st.interpreter, code)
 
     def _show(self, it: int, phase: str) -> None:
         st = self.st

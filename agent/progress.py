@@ -75,13 +75,15 @@ class Progress:
 
 def summary_rows(before: EvalResult | None, after: EvalResult | None) -> list[dict[str, Any]]:
     """Per visible shape: time before (seed) and after (final incumbent), T_roof, attainment before/after."""
+    from agent.report import set_shares
     rows: dict[str, dict[str, Any]] = {}
     for tag, res in (("before", before), ("after", after)):
         if res is None:
             continue
+        shares = set_shares(res.shapes)
         for s in res.visible_shapes():
             row = rows.setdefault(s.id, {"id": s.id, "dims": " ".join(f"{k}={v}" for k, v in s.dims.items()),
-                                         "weight": s.weight, "t_roof_us": s.t_roof_us})
+                                         "weight": shares.get(s.id), "t_roof_us": s.t_roof_us})
             row[f"t_{tag}_us"] = None if s.error else s.t_us
             row[f"a_{tag}"] = 0.0 if s.error else s.attainment
             row["t_roof_us"] = row["t_roof_us"] or s.t_roof_us
@@ -90,11 +92,45 @@ def summary_rows(before: EvalResult | None, after: EvalResult | None) -> list[di
 
 def summary_table(rows: list[dict[str, Any]], title: str):
     from rich.table import Table
-    table = Table(title=title)
+    from rich.text import Text
+
+    from agent.report import WEIGHT_NOTE
+    table = Table(title=Text(f"{title}; {WEIGHT_NOTE}"))     # Text: "op [decode]" in a title is not markup
     for col in ("shape", "dims", "weight", "before (us)", "after (us)", "T_roof (us)", "attain before", "attain after"):
         table.add_column(col, justify="left" if col in ("shape", "dims") else "right")
     for r in rows:
-        table.add_row(r["id"], r["dims"], _fmt(r.get("weight")), _fmt(r.get("t_before_us"), ".3g"),
-                      _fmt(r.get("t_after_us"), ".3g"), _fmt(r.get("t_roof_us"), ".3g"),
-                      _fmt(r.get("a_before")), _fmt(r.get("a_after")))
+        table.add_row(*(Text(c) for c in (r["id"], r["dims"], _fmt(r.get("weight")), _fmt(r.get("t_before_us"), ".3g"),
+                                          _fmt(r.get("t_after_us"), ".3g"), _fmt(r.get("t_roof_us"), ".3g"),
+                                          _fmt(r.get("a_before")), _fmt(r.get("a_after")))))
     return table
+
+
+class StageProgress:
+    """`aka bench`'s view of a sandbox evaluation: the sandbox calls it with (stage, activity) as each
+    gate and shape starts. On a terminal a spinner names the stage and shape; piped, one line per
+    stage on stderr (a minute of silence reads as a hang)."""
+
+    def __init__(self, console=None):
+        from rich.console import Console
+        self.console = console or Console(stderr=True)
+        self._status = None
+        self._stage: str | None = None
+
+    def __enter__(self) -> "StageProgress":
+        if self.console.is_terminal:
+            self._status = self.console.status("starting the sandbox")
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._status is not None:
+            self._status.__exit__(*exc)
+            self._status = None
+
+    def __call__(self, stage: str, activity: str) -> None:
+        from rich.text import Text
+        if self._status is not None:
+            self._status.update(Text(f"{stage}: {activity}"))
+        elif stage != self._stage:
+            self.console.print(f"bench: {stage}: {activity}", markup=False, highlight=False)
+        self._stage = stage

@@ -29,6 +29,13 @@ class Usage:
         return self.prompt_tokens + self.completion_tokens
 
 
+def format_usd(usd: float) -> str:
+    """Dollars with enough digits: a run of cheap calls costs fractions of a cent ($0.0042, not $0.00)."""
+    if usd == 0:
+        return "$0.00"
+    return f"${usd:.2f}" if abs(usd) >= 1 else f"${usd:.3g}"
+
+
 @dataclass(frozen=True)
 class Snippet:
     """One retrieved knowledge-base chunk, as the prompt builder receives it."""

@@ -12,6 +12,7 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from benchmarks.hardware import Hardware
 from benchmarks.roofline import roofline
@@ -51,11 +52,14 @@ class EvalRequest:
     interpreter: bool | None = None          # None: auto (no CUDA -> Triton interpreter)
 
 
-def evaluate(req: EvalRequest, *, operator_dir: str | None = None) -> EvalResult:
+def evaluate(req: EvalRequest, *, operator_dir: str | None = None,
+             progress: Callable[[str, str], None] | None = None) -> EvalResult:
     """Run every gate on one candidate (or baseline) and return the filled verdict.
 
-    `operator_dir` loads the operator from `<operator_dir>/<op>/` instead of benchmarks/operators (tests)."""
-    return _Evaluation(req, operator_dir, lint=True).run()
+    `operator_dir` loads the operator from `<operator_dir>/<op>/` instead of benchmarks/operators (tests).
+    `progress(stage, activity)` is called as each gate and shape starts (hold-out shapes are named
+    only as "a hidden shape"); it must not raise."""
+    return _Evaluation(req, operator_dir, lint=True, progress=progress).run()
 
 
 def evaluate_unlinted(req: EvalRequest, *, operator_dir: str | None = None) -> EvalResult:
@@ -84,8 +88,10 @@ def _validate(req: EvalRequest) -> None:
 
 
 class _Evaluation(GpuGates):
-    def __init__(self, req: EvalRequest, operator_dir: str | None, lint: bool):
+    def __init__(self, req: EvalRequest, operator_dir: str | None, lint: bool,
+                 progress: Callable[[str, str], None] | None = None):
         import torch
+        self.progress = progress
         _validate(req)
         self.req, self.operator_dir, self.lint = req, operator_dir, lint
         self.spec = cx.load_spec(req.op, operator_dir)
@@ -97,7 +103,7 @@ class _Evaluation(GpuGates):
         self.base_seed = cx.fresh_base_seed() if req.seed is None else int(req.seed)   # never recorded
         self.kernel_names: set[str] = set()
         self.stage: str | None = None        # the gate whose request is in flight
-        self.activity = "starting the worker"
+        self._activity = "starting the worker"   # not reported: nothing has started yet
         self.in_holdout = False
         hw = req.hardware
         self.result = EvalResult(op=req.op, interpreter=self.interpreter, hardware=hw.name, ceilings={
@@ -113,8 +119,9 @@ class _Evaluation(GpuGates):
         return "fp32" if self.interpreter else shape.dtype   # the interpreter's bf16 arithmetic is unreliable
 
     def _row(self, shape: Shape, holdout: bool = False) -> ShapeResult:
-        row = ShapeResult(id=shape.id, dims=self._dims(shape), dtype=self._dtype(shape), weight=shape.weight,
-                          holdout=holdout, timing_mode="interpreter" if self.interpreter else None)
+        row = ShapeResult(id=shape.id, dims=dict(shape.dim), dtype=self._dtype(shape), weight=shape.weight,
+                          holdout=holdout, timing_mode="interpreter" if self.interpreter else None,
+                          ran_dims=self._dims(shape) if self.interpreter else None)
         if not holdout:
             rl = roofline(*self.spec.work(shape), self.req.hardware)
             row.t_roof_us, row.bound = rl.t_roof_s * 1e6, rl.bound
@@ -154,8 +161,19 @@ class _Evaluation(GpuGates):
         res.verdict = "accepted" if res.failed_stage is None else "rejected"
         return res
 
+    @property
+    def activity(self) -> str:
+        return self._activity
+
+    @activity.setter
+    def activity(self, text: str) -> None:   # every stage and shape sets it: the progress hook's one source
+        self._activity = text
+        if self.progress is not None:
+            self.progress(self.stage or "set-up", "a hidden shape" if getattr(self, "in_holdout", False) else text)
+
     def _lint(self) -> bool:
         from sandbox.lint import lint_source
+        self.stage, self.activity = "lint", "the static gate"
         report = lint_source(self.req.source, self.spec.name, self.spec.arg_names)
         if not report.ok:
             self.result.reject("lint", report.summary())

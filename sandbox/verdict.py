@@ -32,6 +32,8 @@ class ShapeResult:
     holdout: bool = False                # hidden shape: never shown to a proposer
     suspect: bool = False                # T_ref / T > 1: re-measured and flagged, never rewarded
     error: str | None = None
+    ran_dims: dict[str, int] | None = None   # the dims that actually ran when not `dims` (the interpreter's
+                                             # scaled-down shapes); `dims` and t_roof_us are the hot shape's
 
     @property
     def passed(self) -> bool:

@@ -17,14 +17,15 @@ scrubbed of anything that looks like an API key before it is recorded.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.config import LLMConfig
 from agent.feedback import build_prompt, corrective_message
 from agent.proposers.llm_clients import (FATAL_STATUS, ChatClient, ChatReply, ProposerConfigError,
-                                         call_with_retries, is_transient, make_client, status_of)
+                                         call_with_retries, is_transient, make_client, retry_line, status_of)
 from agent.proposers.llm_extract import extract_kernel, scrub_secrets, summary_lines
 from agent.types import Proposal, ProposalContext, Usage
 
@@ -46,6 +47,7 @@ class _Tally:
     retries: int = 0
     malformed: int = 0
     cost_note: str = ""
+    started: float = field(default_factory=time.monotonic)   # the proposal's deadline counts from here
 
     def add(self, reply: ChatReply) -> None:
         self.calls += 1
@@ -93,7 +95,7 @@ class LLMProposer:
                               f"{ctx.contract.name}(...) and a @triton.jit kernel), even after a corrective turn"))
         except ProposerConfigError as exc:
             return self._done(Proposal(source=None, usage=tally.usage(), error=scrub_secrets(str(exc)),
-                                       meta={**self._meta(tally), "final": True}))
+                                       meta={**self._meta(tally), "final": True, "fatal": True}))
         except Exception as exc:
             if not _is_api_error(exc):
                 raise                       # a bug of ours, not the provider's: the loop records it
@@ -105,7 +107,7 @@ class LLMProposer:
                 source=None, usage=tally.usage(),
                 error=scrub_secrets(f"{self.model}: {type(exc).__name__}"
                                     f"{f' (HTTP {status})' if status else ''}: {exc}")[:1000] + hint,
-                meta={**self._meta(tally), **({"final": True} if fatal else {})}))
+                meta={**self._meta(tally), **({"final": True, "fatal": True} if fatal else {})}))
         changed, why = summary_lines(reply.text)
         return self._done(Proposal(source=source, changed=changed or f"revision by {self.model}", why=why,
                                    usage=tally.usage(), meta=self._meta(tally)))
@@ -115,11 +117,16 @@ class LLMProposer:
 
     # ---- parts --------------------------------------------------------------------------------
     def _call(self, messages: list[dict[str, str]], tally: _Tally) -> ChatReply:
-        def on_retry(exc: BaseException) -> None:
+        say = retry_line(self.model, getattr(self.client, "endpoint", "?"), self.cfg.max_retries)
+
+        def on_retry(exc: BaseException, n: int, wait: float) -> None:
             tally.retries += 1
+            say(exc, n, wait)
 
         reply = call_with_retries(lambda: self.client.complete(messages), max_retries=self.cfg.max_retries,
-                                  backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s, on_retry=on_retry)
+                                  backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s, on_retry=on_retry,
+                                  deadline=tally.started + self.cfg.proposal_timeout_s, attempt_s=self.cfg.timeout_s,
+                                  max_retry_after_s=self.cfg.max_retry_after_s)
         tally.add(reply)
         return reply
 

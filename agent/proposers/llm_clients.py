@@ -9,8 +9,10 @@
   OTHER/MODEL       litellm (gemini/..., openrouter/..., hosted_vllm/..., ...)
 
 Each client makes one call (`complete`) and reports tokens and dollars; retries live in
-`call_with_retries` (tenacity: exponential backoff on 429, 5xx and timeouts, never on other
-4xx), so every SDK's own retrying is switched off and each attempt is counted once.
+`call_with_retries` (exponential backoff or the server's Retry-After on 429, 5xx and timeouts,
+never on other 4xx, within the proposal's deadline), so every SDK's own retrying is switched off
+and each attempt is counted once. `probe` makes one tiny request before a run starts, so a bad
+provider, model, key or base URL stops the run before the seed is evaluated.
 API keys are read from the environment (through agent.config.env) and handed to the SDK only.
 """
 from __future__ import annotations
@@ -18,6 +20,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, TypeVar
 
@@ -70,19 +74,58 @@ def is_transient(exc: BaseException) -> bool:
     return any(c.__name__ in TRANSIENT_ERROR_NAMES for c in type(exc).__mro__)
 
 
-def call_with_retries(fn: Callable[[], T], *, max_retries: int, backoff_s: float, max_backoff_s: float,
-                      on_retry: Callable[[BaseException], None] = lambda e: None) -> T:
-    """Run fn, retrying transient failures up to max_retries times with exponential backoff."""
-    import tenacity
+def retry_after_s(exc: BaseException) -> float | None:
+    """The server's Retry-After (seconds, or retry-after-ms), when its reply carried one."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        ms = headers.get("retry-after-ms")
+        if ms is not None:
+            return max(0.0, float(ms) / 1000)
+        value = headers.get("retry-after")
+        return max(0.0, float(value)) if value is not None else None
+    except (TypeError, ValueError):
+        return None   # an HTTP date: rare from LLM providers; the exponential backoff applies
 
-    retrying = tenacity.Retrying(
-        stop=tenacity.stop_after_attempt(max_retries + 1),
-        wait=tenacity.wait_exponential(multiplier=backoff_s, max=max_backoff_s),
-        retry=tenacity.retry_if_exception(is_transient),
-        before_sleep=lambda state: on_retry(state.outcome.exception()),
-        reraise=True,
-    )
-    return retrying(fn)
+
+def describe_error(exc: BaseException) -> str:
+    status = status_of(exc)
+    return f"HTTP {status}" if status is not None else type(exc).__name__
+
+
+def call_with_retries(fn: Callable[[], T], *, max_retries: int, backoff_s: float, max_backoff_s: float,
+                      on_retry: Callable[[BaseException, int, float], None] = lambda e, n, w: None,
+                      deadline: float | None = None, attempt_s: float = 0.0, max_retry_after_s: float = 60.0) -> T:
+    """Run fn, retrying transient failures up to max_retries times.
+
+    The wait before retry n is the server's Retry-After when it sent one (capped at max_retry_after_s),
+    else exponential backoff (backoff_s * 2**(n-1), capped at max_backoff_s). With `deadline` (a
+    time.monotonic() value) no retry starts that could end past it: `attempt_s` is how long one
+    attempt may take (the request timeout), so the whole call never outlives the deadline."""
+    attempt = 0
+    while True:
+        try:
+            return fn()
+        except Exception as exc:
+            attempt += 1
+            if not is_transient(exc) or attempt > max_retries:
+                raise
+            hinted = retry_after_s(exc)
+            wait = min(hinted, max_retry_after_s) if hinted is not None else min(max_backoff_s,
+                                                                                 backoff_s * 2 ** (attempt - 1))
+            if deadline is not None and time.monotonic() + wait + attempt_s > deadline:
+                raise
+            on_retry(exc, attempt, wait)
+            time.sleep(wait)
+
+
+def retry_line(model: str, endpoint: str, max_retries: int) -> Callable[[BaseException, int, float], None]:
+    """An on_retry that prints one line per retry on stderr (so a piped run is not silent for minutes)."""
+    def say(exc: BaseException, n: int, wait: float) -> None:
+        print(f"llm: {model} at {endpoint}: {describe_error(exc)}; retry {n}/{max_retries} in {wait:.1f} s",
+              file=sys.stderr, flush=True)
+    return say
 
 
 # --- clients -------------------------------------------------------------------------------------
@@ -107,6 +150,7 @@ class OpenAIClient:
                     f"model openai/{model} needs OPENAI_API_KEY in the environment; export it, point "
                     f"--api-base at an OpenAI-compatible server, or use the offline 'search' proposer")
             key = "EMPTY"   # local servers (vLLM, Ollama) accept any key but the SDK demands one
+        self.endpoint = self.base_url or "https://api.openai.com/v1"
         self._client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=cfg.timeout_s, max_retries=0)
         self._prices = price_per_mtok(model, cfg.usd_per_mtok_in, cfg.usd_per_mtok_out)
 
@@ -155,6 +199,7 @@ class AnthropicClient:
             raise ProposerConfigError(
                 f"model anthropic/{model} needs ANTHROPIC_API_KEY in the environment; export it, "
                 f"or use the offline 'search' proposer")
+        self.endpoint = base_url or "https://api.anthropic.com"
         self._client = anthropic.Anthropic(api_key=key, base_url=base_url, timeout=cfg.timeout_s, max_retries=0)
         self._prices = price_per_mtok(model, cfg.usd_per_mtok_in, cfg.usd_per_mtok_out)
 
@@ -195,6 +240,7 @@ class LiteLLMClient:
 
     def __init__(self, model: str, cfg: LLMConfig):
         self.model, self.cfg = model, cfg
+        self.endpoint = cfg.api_base or f"litellm's endpoint for {model.split('/', 1)[0]}"
         self._litellm = import_litellm()
         self.cost_note = self._ensure_priced()
 
@@ -257,3 +303,42 @@ def make_client(model: str, cfg: LLMConfig) -> ChatClient:
     if provider == "litellm":
         return LiteLLMClient(name, cfg)
     return LiteLLMClient(model, cfg)
+
+
+# --- probe ---------------------------------------------------------------------------------------
+
+class ProbeError(RuntimeError):
+    """The provider cannot serve this run: the message names the URL and model tried (never the key)."""
+
+
+PROBE_MAX_TOKENS = 8
+PROBE_TIMEOUT_S = 30.0
+
+
+def probe(model: str, cfg: LLMConfig) -> str:
+    """One tiny request (a few tokens) before the run starts. Returns a note ("" when all is well);
+    raises ProposerConfigError or ProbeError when the provider, model, key or URL is wrong.
+
+    A rate limit or server error still proves the key and model were understood, so it is a
+    warning, not a stop; a refused connection, a timeout or any other 4xx stops the run."""
+    import dataclasses
+    quick = dataclasses.replace(cfg, max_tokens=PROBE_MAX_TOKENS, stream=False,
+                                timeout_s=min(cfg.timeout_s, PROBE_TIMEOUT_S))
+    client = make_client(model, quick)
+    where = f"model {model} at {getattr(client, 'endpoint', '?')}"
+    try:
+        client.complete([{"role": "user", "content": "Reply with the word ok."}])
+    except ProposerConfigError:
+        raise
+    except Exception as exc:
+        from agent.proposers.llm_extract import scrub_secrets
+        status = status_of(exc)
+        message = scrub_secrets(str(exc))[:300]
+        if status is not None and (status in RETRY_STATUS or status >= 500):
+            return f"probe of {where}: HTTP {status} ({message}); the run goes on and retries"
+        fix = ("check the API key" if status in (401, 403) else
+               "check the model name" if status == 404 else
+               "check the base URL (--api-base) and that the server is running" if status is None else
+               "check the provider prefix and model name")
+        raise ProbeError(f"the LLM provider refused {where}: {describe_error(exc)}: {message}; {fix}") from None
+    return ""

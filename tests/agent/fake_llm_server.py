@@ -3,7 +3,8 @@
 `FakeLLMServer` is a `ThreadingHTTPServer` on 127.0.0.1 (an OS-chosen port) that answers
   POST /v1/chat/completions   (OpenAI shape; JSON, or SSE when the request asks to stream)
   POST /v1/messages           (Anthropic shape; JSON, or SSE when the request asks to stream)
-from a scripted queue of `Scripted` replies (a status code, a text, token counts, a delay), and
+from a scripted queue of `Scripted` replies (a status code, a text, token counts, a delay, extra
+headers such as Retry-After), and
 records every request it received (path, headers, parsed JSON body), so tests can check what the
 SDKs really sent: the prompt, the corrective turn, cache_control, and that no API key leaked
 into a body. Nothing is mocked: the official SDKs and litellm talk to it over real sockets.
@@ -32,6 +33,7 @@ class Scripted:
     delay_s: float = 0.0                # sleep before answering (to trigger client timeouts)
     error_message: str = "scripted error"
     usage_in_stream: bool = True        # OpenAI streams: send the usage chunk when asked for it
+    headers: dict = field(default_factory=dict)   # extra response headers, e.g. {"Retry-After": "2"}
 
 
 @dataclass
@@ -40,6 +42,14 @@ class RecordedRequest:
     headers: dict[str, str]
     body: dict[str, Any]
     raw: str = field(repr=False, default="")
+
+
+def refused_port() -> int:
+    """A 127.0.0.1 port nothing listens on (bound, then closed): connecting to it is refused at once."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 class FakeLLMServer:
@@ -118,7 +128,7 @@ def _make_handler(server: FakeLLMServer):
                 time.sleep(reply.delay_s)
             try:
                 if reply.status >= 400:
-                    return self._error(kind, reply.status, reply.error_message)
+                    return self._error(kind, reply.status, reply.error_message, reply.headers)
                 model = body.get("model", "fake-model")
                 if kind == "openai":
                     if body.get("stream"):
@@ -132,21 +142,23 @@ def _make_handler(server: FakeLLMServer):
                 pass   # the client gave up (timeout test): nothing to answer
 
         # --- writers -----------------------------------------------------------------------
-        def _json(self, status: int, payload: dict) -> None:
+        def _json(self, status: int, payload: dict, headers: dict | None = None) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, str(v))
             self.end_headers()
             self.wfile.write(data)
 
-        def _error(self, kind: str, status: int, message: str) -> None:
+        def _error(self, kind: str, status: int, message: str, headers: dict | None = None) -> None:
             if kind == "openai":
                 payload = {"error": {"message": message, "type": "fake_error", "code": status}}
             else:
                 kinds = {429: "rate_limit_error", 401: "authentication_error", 400: "invalid_request_error"}
                 payload = {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": message}}
-            self._json(status, payload)
+            self._json(status, payload, headers)
 
         def _sse_start(self) -> None:
             self.send_response(200)

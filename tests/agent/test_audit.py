@@ -11,7 +11,7 @@ def filled(tmp_path, n=6):
     a = Audit(tmp_path / "audit.db")
     sha = a.put_source("def k():\n    pass\n")
     a.append("run-1", "run_start", {"op": "rms_norm", "seed_source_sha256": sha})
-    for i in range(1, n):
+    for i in range(n - 1):   # iterations 0, 1, ...: verify checks the numbering
         a.append("run-1", "iteration", {"record": {"iteration": i, "lesson": f"l{i}"}, "score": 0.1 * i})
     return a
 

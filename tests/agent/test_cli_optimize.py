@@ -59,7 +59,7 @@ def test_usage_errors_exit_2_with_a_fix(tmp_path):
     r = invoke(app, "optimize", "--op", "rms_norm", "-c", "dropout.p=2", "-c", home)
     assert r.exit_code == 2 and "dropout.p" in r.output
     r = invoke(app, "optimize", "--op", "rms_norm", "--iterations", "-1", "-c", home)
-    assert r.exit_code == 2 and "negative" in r.output
+    assert r.exit_code == 2 and "--iterations -1 is out of range [0, inf)" in r.output
     r = invoke(app, "optimize", "--resume", "nope", "-c", home)
     assert r.exit_code == 2 and "no run 'nope'" in r.output
 

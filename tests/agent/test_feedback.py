@@ -61,7 +61,8 @@ def test_correctness_failure_shows_the_row_error():
                         shapes=[_visible("T64-H4096", {"T": 64, "H": 4096}, error="max_rel_err 0.31 > rtol 0.02",
                                          max_rel_err=0.31)])
     text = build_feedback(CONTRACT, result, [])
-    assert "T64-H4096 [T=64 H=4096 bf16, w=0.500]: FAILED: max_rel_err 0.31 > rtol 0.02" in text
+    # w: the shape's share of the shown set (one shape: 1.000), as the system prompt shows it
+    assert "T64-H4096 [T=64 H=4096 bf16, w=1.000]: FAILED: max_rel_err 0.31 > rtol 0.02" in text
 
 
 def test_accepted_result_lists_attainment_and_bound_per_shape():

@@ -55,3 +55,9 @@ def test_usage_errors(tmp_path, private_home):
 def test_query_on_an_empty_knowledge_base_says_how_to_build(tmp_path, private_home):
     out = run("query", "anything", "--kb-dir", tmp_path / "kb", "--no-vectors")
     assert out.exit_code == 1 and "aka kb build" in out.flat
+
+
+def test_query_without_a_knowledge_base_stops_before_opening_one(tmp_path, private_home):
+    out = run("query", "anything", "--kb-dir", tmp_path / "kb")      # vectors on: the model would load first
+    assert out.exit_code == 1 and f"no knowledge base at {tmp_path / 'kb'}" in out.flat
+    assert not (tmp_path / "kb").exists()                              # nothing was opened or created
