@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d")
+NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
