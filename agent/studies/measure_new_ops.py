@@ -10,10 +10,11 @@ replay, L2 flushed before every call, four input sets rotated, median), on each 
             first), as a serving engine compiles for its captured batch sizes
   liger     Liger-Kernel's kernel where it has the operator (loaded lazily; "absent" when not installed)
 
-    python -m agent.studies.measure_new_ops --out /tmp/new_ops [--ops softmax,l2_norm] [--max-shapes 4]
+    python -m agent.studies.measure_new_ops --out /tmp/new_ops [--ops softmax,l2_norm] [--max-shapes 3]
 
 Writes <out>/new_ops.md (a table per operator) and <out>/new_ops.json, and prints the summary last.
-About 3-4 GPU minutes for the default set (most of it torch.compile).
+About 4-6 GPU minutes for the default set (7 operators x 3 shapes; most of it torch.compile, one static
+compile per shape); split it with --ops where one command may run at most 10 minutes.
 """
 from __future__ import annotations
 
@@ -26,12 +27,14 @@ import sys
 import time
 from pathlib import Path
 
-NEW_OPS = ("l2_norm", "gated_rms_norm", "softmax", "moe_sum_reduce", "causal_conv1d")
+NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
 # order. Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
+# LigerLayerNormFunction.apply(x, weight, bias, eps): the operator's argument order.
 LIGER = {
+    "layer_norm": [("liger_kernel.ops.layer_norm", "LigerLayerNormFunction", None)],
     "softmax": [("liger_kernel.ops.softmax", "LigerSoftmaxFunction",
                  "returns the input dtype (bf16), not fp32: timed for reference, never the best")],
 }
@@ -191,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for new_ops.md and new_ops.json")
     ap.add_argument("--ops", default=",".join(NEW_OPS), help="comma-separated operators")
-    ap.add_argument("--max-shapes", type=int, default=4, help="hot shapes per operator, heaviest first")
+    ap.add_argument("--max-shapes", type=int, default=3, help="hot shapes per operator, heaviest first")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per contender and shape")
     args = ap.parse_args(argv)
     import torch

@@ -96,6 +96,20 @@ def test_a_non_finite_reference_is_a_harness_error():
         cx.compare(ref.clone(), ref, TOL)
 
 
+def test_an_infinite_reference_value_must_be_matched_exactly():
+    """Masked logits (-inf) are an answer: the same infinity passes, anything else there fails."""
+    exact = Tolerance(atol=0.0, rtol=0.0, rel_l2=1e-9)
+    ref = torch.tensor([1.5, -math.inf, 3.0])
+    assert cx.compare(ref.clone(), ref, exact).passed
+    kept = cx.compare(torch.tensor([1.5, 2.0, 3.0]), ref, exact)       # an entry that should be masked
+    assert not kept.passed and kept.n_bad == 1 and kept.n_nonfinite == 0 and kept.worst_expected == -math.inf
+    masked = cx.compare(torch.tensor([-math.inf, -math.inf, 3.0]), ref, exact)   # one that should be kept
+    assert not masked.passed and masked.n_nonfinite == 1
+    unwritten = cx.compare(torch.tensor([1.5, math.nan, 3.0]), ref, exact)
+    assert not unwritten.passed and unwritten.n_nonfinite == 1
+    assert not cx.compare(torch.tensor([1.5, math.inf, 3.0]), ref, exact).passed
+
+
 # ---- input digests and output checks -----------------------------------------------------------
 def test_input_digests_detect_any_edit_or_restride():
     spec = load_operator("rms_norm")

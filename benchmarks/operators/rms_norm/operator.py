@@ -127,9 +127,12 @@ def occurrences(model_cfg: dict, tp: int, tokens: int) -> list[tuple[dict[str, i
     GPU normalizes full rows and `tp` does not change the shape. Per layer: the input and post-attention
     norms over hidden_size; once: the final norm. DeepSeek-V3 (MLA) adds q_a_layernorm over q_lora_rank
     and kv_a_layernorm over kv_lora_rank in every layer (its q_a/kv_a projections are replicated).
-    Qwen3's per-head q/k norms are not counted here."""
+    Qwen3's per-head q/k norms are not counted here. Models whose norm is LayerNorm (`norm: layer_norm`,
+    Cohere's): none (layer_norm's)."""
     if tp < 1 or tokens < 1:
         raise ValueError(f"{NAME}.occurrences: tp={tp} and tokens={tokens} must both be >= 1")
+    if model_cfg.get("norm") == "layer_norm":
+        return []
     layers = int(model_cfg["num_hidden_layers"])
     counts: Counter = Counter()
     counts[int(model_cfg["hidden_size"])] += 2 * layers + 1

@@ -1,0 +1,95 @@
+"""Seed LayerNorm: y = (x - mean) / sqrt(var + eps) * weight + bias, loads in the storage dtype, fp32 math.
+
+Memory-bound: each program normalizes ROWS rows held in registers (one read of x, one write of y; the
+variance is taken of the centred values, never E[x^2] - mean^2). Rows wider than CONFIGS["max_block_h"]
+take three passes over x (mean, centred variance, normalize). One launch, no host synchronization.
+"""
+import torch
+import triton
+import triton.language as tl
+
+# Tunables, keyed by BLOCK_H (H rounded up to a power of two; larger sizes use the largest key); every entry
+# gives each thread 16 elements of x.
+CONFIGS = {
+    "max_block_h": 8192,
+    "by_block_h": {
+        256: {"ROWS": 8, "num_warps": 4},
+        512: {"ROWS": 4, "num_warps": 4},
+        1024: {"ROWS": 2, "num_warps": 4},
+        2048: {"ROWS": 1, "num_warps": 4},
+        4096: {"ROWS": 1, "num_warps": 8},
+        8192: {"ROWS": 1, "num_warps": 16},
+    },
+}
+
+
+@triton.jit
+def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
+                       ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < T
+    rows64 = rows.to(tl.int64)
+    x_rows = x_ptr + rows64[:, None] * stride_x_row
+    y_rows = y_ptr + rows64[:, None] * stride_y_row
+    cols = tl.arange(0, BLOCK_H)
+    if NUM_CHUNKS == 1:
+        col_mask = cols < H
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
+                    eviction_policy="evict_first").to(tl.float32)
+        mean = tl.sum(x, axis=1) / H
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / H + eps)
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([ROWS, BLOCK_H], dtype=tl.float32)
+        for c in range(NUM_CHUNKS):
+            cc = c * BLOCK_H + cols
+            mask = row_mask[:, None] & (cc < H)[None, :]
+            acc += tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(acc, axis=1) / H
+        acc = tl.zeros([ROWS, BLOCK_H], dtype=tl.float32)
+        for c in range(NUM_CHUNKS):
+            cc = c * BLOCK_H + cols
+            mask = row_mask[:, None] & (cc < H)[None, :]
+            x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0).to(tl.float32)
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            acc += xc * xc
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / H + eps)
+        for c in range(NUM_CHUNKS):
+            cc = c * BLOCK_H + cols
+            col_mask = cc < H
+            mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0,
+                        eviction_policy="evict_first").to(tl.float32)
+            w = tl.load(w_ptr + cc, mask=col_mask, other=0.0).to(tl.float32)
+            b = tl.load(b_ptr + cc, mask=col_mask, other=0.0).to(tl.float32)
+            y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _config(block_h: int) -> dict:
+    table = CONFIGS["by_block_h"]
+    fitting = [k for k in sorted(table) if k >= block_h]
+    return table[fitting[0] if fitting else max(table)]
+
+
+def layer_norm(x, weight, bias, eps=1e-5):
+    if x.dim() != 2 or weight.shape != (x.shape[1],) or bias.shape != (x.shape[1],):
+        raise ValueError(f"layer_norm expects x[T,H], weight[H], bias[H]; got x {tuple(x.shape)}, "
+                         f"weight {tuple(weight.shape)}, bias {tuple(bias.shape)}")
+    T, H = x.shape
+    y = torch.empty((T, H), dtype=x.dtype, device=x.device)
+    if T == 0 or H == 0:
+        return y
+    weight, bias = weight.contiguous(), bias.contiguous()
+    block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
+    cfg = _config(block_h)
+    grid = (triton.cdiv(T, cfg["ROWS"]),)
+    _layer_norm_kernel[grid](x, weight, bias, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
+                             ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
+                             num_warps=cfg["num_warps"])
+    return y

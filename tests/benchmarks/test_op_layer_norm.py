@@ -1,0 +1,85 @@
+"""layer_norm operator folder: work model by hand, the formula (biased variance of centred values), inputs
+whose rows have a mean (so RMSNorm fails), the seed under the interpreter (one pass, three passes,
+strides), and per-model call counts (and that rms_norm no longer counts LayerNorm models)."""
+import math
+import random
+from pathlib import Path
+
+import pytest
+from op_helpers import load_seed, tolerance_failures
+import torch
+import yaml
+
+from benchmarks.registry import load_operator
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_operator("layer_norm")
+
+
+@pytest.fixture(scope="module")
+def seed(spec):
+    return load_seed(spec.seed_path, "aka_seed_layer_norm_test")
+
+
+def test_work_by_hand(spec):
+    W, Q = spec.module.work({"T": 64, "H": 4096}, "bf16")
+    assert W == {"fp32": 7 * 64 * 4096}
+    assert Q == 2 * 64 * 4096 * 2 + 2 * 4096 * 2 == 1_064_960
+
+
+def test_reference_is_the_formula(spec):
+    x = torch.tensor([[1.0, 3.0], [2.0, 2.0]])
+    w = torch.tensor([2.0, 1.0])
+    b = torch.tensor([0.5, -0.5])
+    # row 0: mean 2, var 1 -> [-1, 1] * w + b = [-1.5, 0.5]; row 1: var 0 -> 0 / sqrt(eps) = 0 -> b
+    expect = torch.tensor([[-1.5, 0.5], [0.5, -0.5]])
+    torch.testing.assert_close(spec.reference(x, w, b, eps=0.0 + 1e-12), expect, atol=1e-5, rtol=0)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("T, H", [(1, 256), (3, 200), (5, 37), (2, 4096)])
+def test_seed_matches_reference(spec, seed, T, H):
+    inputs = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T + H)
+    assert tolerance_failures(seed.layer_norm(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_seed_three_pass_path_and_strides(spec, seed, monkeypatch):
+    monkeypatch.setitem(seed.CONFIGS, "max_block_h", 64)
+    a = spec.make_inputs({"T": 3, "H": 232}, "fp32", seed=6)
+    x, w, b = a["x"][:, 16:216], a["weight"][:200], a["bias"][:200]
+    out = seed.layer_norm(x, w, b, 1e-5)
+    assert tolerance_failures(out, spec.reference(x, w, b, 1e-5), spec.tolerance("fp32")) == []
+
+
+def test_rms_norm_or_no_bias_fails(spec):
+    inputs = spec.make_inputs({"T": 64, "H": 1024}, "bf16", seed=2)
+    x, w, b = inputs["x"].float(), inputs["weight"].float(), inputs["bias"].float()
+    ref = spec.reference(**inputs)
+    tol = spec.tolerance("bf16")
+    rms = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w + b
+    no_bias = spec.reference(inputs["x"], inputs["weight"], torch.zeros_like(inputs["bias"])).float()
+    for bad in (rms, no_bias):
+        assert tolerance_failures(bad.to(torch.bfloat16), ref, tol)
+    assert tolerance_failures(spec.module.baseline(**inputs), ref, tol) == []
+    assert inputs["x"].float().mean(-1).abs().mean() > 0.1          # rows have a mean
+
+
+def test_holdout_dims(spec):
+    hot = [s.dim for s in spec.shapes]
+    for s in range(20):
+        hold = spec.module.holdout_dims(random.Random(s), hot)
+        assert any(d["H"] % 2 and d["H"] > 4096 for d in hold)
+
+
+def test_occurrences(spec):
+    # Command R7B: 32 parallel blocks, one LayerNorm each, plus the final norm = 33, H 4096, any tp
+    assert spec.module.occurrences(MODELS["command-r7b"], 1, 64) == [({"T": 64, "H": 4096}, 33)]
+    assert spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64) == []
+    assert load_operator("rms_norm").module.occurrences(MODELS["command-r7b"], 1, 64) == []
+    assert math.isclose(MODELS["command-r7b"]["layer_norm_eps"], spec.module.DEFAULT_EPS)

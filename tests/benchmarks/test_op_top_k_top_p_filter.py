@@ -1,0 +1,119 @@
+"""top_k_top_p_filter operator folder: the filter's rules by hand (ties at both cuts, disabled filters, the
+renormalized nucleus), inputs with ties and well-posed nucleus boundaries, the bisection seed under the
+interpreter, and the sampler's rows per phase."""
+import math
+import random
+from pathlib import Path
+
+import pytest
+from op_helpers import load_seed, tolerance_failures
+import torch
+import yaml
+
+from benchmarks.registry import load_operator
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
+NEG = -math.inf
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_operator("top_k_top_p_filter")
+
+
+@pytest.fixture(scope="module")
+def seed(spec):
+    return load_seed(spec.seed_path, "aka_seed_top_k_top_p_filter_test")
+
+
+def _run(spec, rows, ks, ps):
+    return spec.reference(torch.tensor(rows), torch.tensor(ks, dtype=torch.int32), torch.tensor(ps))
+
+
+def test_top_k_keeps_every_tie_at_the_cut(spec):
+    out = _run(spec, [[1.0, 3.0, 2.0, 3.0, 2.0]], [2], [1.0])
+    assert out.tolist() == [[NEG, 3.0, NEG, 3.0, NEG]]
+    out = _run(spec, [[1.0, 3.0, 2.0, 3.0, 2.0]], [3], [1.0])          # the 3rd largest is a 2, tied: 4 kept
+    assert out.tolist() == [[NEG, 3.0, 2.0, 3.0, 2.0]]
+    assert _run(spec, [[1.0, 2.0]], [2], [1.0]).tolist() == [[1.0, 2.0]]  # k = V: disabled
+
+
+def test_top_p_uses_the_mass_strictly_above_and_the_renormalized_softmax(spec):
+    x = [0.0, math.log(2.0), math.log(5.0), math.log(2.0)]               # softmax 0.1, 0.2, 0.5, 0.2
+
+    def kept(k, p):
+        out = _run(spec, [x], [k], [p])
+        assert torch.equal(out[torch.isfinite(out)], torch.tensor([x])[torch.isfinite(out)])   # exact copies
+        return torch.isfinite(out)[0].tolist()
+    # mass above: 0.4 for the 0.1 entry, 0.5 for the two tied 0.2s, 0 for 0.5
+    assert kept(4, 0.5) == [False, False, True, False]
+    assert kept(4, 0.51) == [False, True, True, True]
+    assert kept(4, 0.01) == [False, False, True, False]                  # the largest always stays
+    # after top-k (k=2 keeps 0.5 and 0.2 twice: renormalized 5/9, 2/9, 2/9) the tied 0.2s have 5/9 above
+    assert kept(2, 0.55) == [False, False, True, False]
+    assert kept(2, 0.56) == [False, True, True, True]
+
+
+def test_inputs_have_ties_and_safe_boundaries(spec):
+    inputs = spec.make_inputs({"B": 10, "V": 5000}, "bf16", seed=3)
+    x, k, p = inputs["logits"], inputs["k"], inputs["p"]
+    assert x.dtype == torch.float32 and k.dtype == torch.int32 and p.dtype == torch.float32
+    assert torch.equal(x, x.to(torch.bfloat16).float())                 # bf16 values: ties
+    assert (k == 5000).any() and (k == 1).any() and (p == 1.0).any() and (p < 1.0).any()
+    desc = x.sort(-1, descending=True).values
+    kk = k.long()
+    straddle = [desc[b, kk[b] - 1] == desc[b, kk[b]] for b in range(10) if kk[b] < 5000]
+    assert any(straddle), "no row cuts its top-k inside a tie"
+    keep_k, above = spec.module._masks(x.double(), k)
+    for b in range(10):                                                  # no kept entry near the nucleus cut
+        if p[b] < 1:
+            gap = (above[b][keep_k[b]] - p[b].double()).abs().min()
+            assert gap >= spec.module.P_MARGIN_MASS / 2 - 1e-6
+
+
+def test_output_spec_and_work(spec):
+    assert spec.output_spec({"B": 3, "V": 10}, "bf16") == ((3, 10), "fp32")
+    W, Q = spec.module.work({"B": 64, "V": 151936}, "bf16")
+    assert W == {"fp32": 4 * 64 * 151936} and Q == 8 * 64 * 151936 + 8 * 64
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("B, V, s", [(5, 1200, 1), (5, 1263, 2), (3, 17, 3), (1, 2048, 4)])
+def test_seed_matches_reference_exactly(spec, seed, B, V, s):
+    inputs = spec.make_inputs({"B": B, "V": V}, "fp32", seed=s)
+    out = seed.top_k_top_p_filter(**inputs)
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_seed_on_negative_logits_and_hand_cases(spec, seed):
+    x = torch.tensor([[-3.0, -1.0, -2.0, -1.0, -5.0], [0.0, math.log(2.0), math.log(5.0), math.log(2.0), -9.0]])
+    k = torch.tensor([2, 3], dtype=torch.int32)
+    p = torch.tensor([1.0, 0.56])
+    assert tolerance_failures(seed.top_k_top_p_filter(x, k, p), spec.reference(x, k, p), spec.tolerance("fp32")) == []
+
+
+def test_a_filter_that_ignores_ties_fails(spec):
+    inputs = spec.make_inputs({"B": 10, "V": 5000}, "bf16", seed=3)
+    x, k, p = inputs["logits"], inputs["k"], torch.ones(10)
+    ref = spec.reference(x, k, p)
+    exactly_k = torch.full_like(x, NEG)
+    for b in range(10):
+        top = x[b].topk(int(k[b])).indices
+        exactly_k[b, top] = x[b, top]
+    assert tolerance_failures(exactly_k, ref, spec.tolerance("fp32"))
+    assert tolerance_failures(spec.module.baseline(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+def test_holdout_dims(spec):
+    hot = [s.dim for s in spec.shapes]
+    for s in range(20):
+        hold = spec.module.holdout_dims(random.Random(s), hot)
+        assert any(d["V"] > max(h["V"] for h in hot) for d in hold)
+
+
+def test_occurrences(spec):
+    occ = spec.module.occurrences
+    assert occ(MODELS["gpt-oss-120b"], 1, 256, "decode") == [({"B": 256, "V": 201088}, 1)]
+    assert occ(MODELS["command-r7b"], 1, 4096, "prefill") == [({"B": 2, "V": 256000}, 1)]
