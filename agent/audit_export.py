@@ -347,7 +347,7 @@ def export_run(audit: Audit, run_id: str, out_dir: str | Path) -> list[Path]:
                       f"(hash {acc_records[-1].hash if acc_records else '?'}) in the run's audit database; "
                       f"`aka audit verify` checks the chain.\n"),
     }
-    files.update(_e2e_files(Path(audit.path).parent, final["source_sha256"]))
+    files.update(_e2e_files(Path(audit.path).parent, final.source_sha256))
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []

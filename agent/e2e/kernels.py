@@ -64,14 +64,14 @@ def from_runs(audit, runs: list[str]) -> dict[str, Kernel]:
     for ref in runs:
         view = load_run(audit, audit.resolve_run(ref))
         final = view.final()
-        op = view.start["op"]
+        op = view.start.op
         if op in out:
             raise KernelError(f"runs {out[op].origin} and {view.run_id} both optimize {op}: name one run per operator")
-        text = audit.source(final["source_sha256"])
-        tmp = Path(audit.path).parent / "e2e_kernels" / f"{op}-{final['source_sha256'][:12]}.py"
+        text = audit.source(final.source_sha256)
+        tmp = Path(audit.path).parent / "e2e_kernels" / f"{op}-{final.source_sha256[:12]}.py"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text)
-        k = _load_file(op, tmp, f"run {view.run_id} iteration {final['iteration']}")
+        k = _load_file(op, tmp, f"run {view.run_id} iteration {final.iteration}")
         out[op] = k
     return out
 
