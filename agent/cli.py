@@ -4,6 +4,7 @@ Exit codes: 0 accepted / success, 1 rejected (with reasons), 2 usage error.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -132,14 +133,9 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
 
     from agent.report import console as make_console, rescore, shape_table
     from sandbox import EvalRequest, evaluate
-    s = cfg.sandbox
-    result = evaluate(EvalRequest(op=op, source="" if baseline else path.read_text(), shapes=chosen,
-                                  hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
-                                  dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
-                                  counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
-                                  require_features=s.require_features, baseline=baseline,
-                                  network_namespace=s.network_namespace,
-                                  gpu_memory_fraction=s.gpu_memory_fraction))
+    settings = dataclasses.replace(cfg.sandbox, counters=counters or cfg.sandbox.counters)
+    result = evaluate(EvalRequest(op=op, source="" if baseline else path.read_text(), shapes=tuple(chosen),
+                                  hardware=primary, settings=settings, baseline=baseline))
     console = make_console()
     what = f"baseline {baseline}" if baseline else str(path)
     console.print(shape_table(result, f"{op} [{shape_set}] {what} — ceilings: {primary.name} {primary.source}"))

@@ -214,12 +214,8 @@ class Loop:
 
     def _request(self, source: str, full: bool, baseline: str | None = None):
         from sandbox import EvalRequest
-        s = self.cfg.sandbox
         return EvalRequest(op=self.plan.op, source=source, shapes=tuple(self.plan.shapes), hardware=self.plan.hardware,
-                           trials=s.trials, holdout=s.holdout and full, timing=True, correctness=full,
-                           dsl_threshold=s.dsl_threshold, counters=s.counters and full, counter_shapes=s.counter_shapes,
-                           timeout_s=s.timeout_s, require_features=s.require_features, baseline=baseline,
-                           network_namespace=s.network_namespace, gpu_memory_fraction=s.gpu_memory_fraction)
+                           settings=self.cfg.sandbox, timing=True, correctness=full, baseline=baseline)
 
     def _evaluate(self, source: str, sha: str, role: str, it: int, full: bool, repeat: int = 0,
                   baseline: str | None = None) -> tuple[EvalResult, int]:

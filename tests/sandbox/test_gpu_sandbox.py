@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
+from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
 
 pytestmark = pytest.mark.gpu
@@ -77,7 +78,7 @@ def rms_norm(x, weight, eps=1e-6):
 
 def request(source: str, **kw) -> EvalRequest:
     kw.setdefault("timeout_s", 600.0)
-    return EvalRequest(op="rms_norm", source=source, shapes=SHAPES, hardware=load_hardware("h200"), **kw)
+    return make_request("rms_norm", source, SHAPES, **kw)
 
 
 def test_honest_kernel_is_timed_scored_and_described():

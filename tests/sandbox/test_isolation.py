@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
+from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
 from sandbox.isolation import TAIL_BYTES, describe_exit, network_namespace_support, tail
 
@@ -113,7 +114,7 @@ def request(source: str, **kw) -> EvalRequest:
     kw.setdefault("timeout_s", 120.0)
     kw.setdefault("trials", 2)
     kw.setdefault("interpreter", True)
-    return EvalRequest(op="scale_add", source=source, shapes=SHAPES, hardware=load_hardware("h200"), **kw)
+    return make_request("scale_add", source, SHAPES, **kw)
 
 
 def test_honest_candidate_is_accepted_with_its_environment(op_dir):
