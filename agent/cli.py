@@ -108,6 +108,7 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
           json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict record here"),
           baseline: Optional[str] = typer.Option(None, "--baseline", help="score the PyTorch reference: eager | compile"),
           counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
+          verbose: bool = typer.Option(False, "-v", "--verbose", help="print where the evaluation's wall time went"),
           config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
           override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
     """Score a kernel (default: the operator's seed) on an operator's shapes through the sandbox."""
@@ -151,6 +152,11 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
         console.print("S_i: not scored (interpreter timings are not scores)")
     for flag in result.flags:
         console.print(f"[yellow]flag:[/] {flag}")
+    if verbose:
+        from sandbox.stage_times import breakdown_lines
+        console.print("wall time by stage (sandbox/stage_times.py):", markup=False)
+        for line in breakdown_lines(result.stage_times, result.wall_s):
+            console.print(line, markup=False, highlight=False)
     if result.accepted:
         console.print(f"[green]accepted[/]")
     else:

@@ -210,12 +210,13 @@ def optimize(
         spec = load_operator(plan.op)
         retriever, kb = _knowledge(cfg, progress.message)
         prop = _proposer(name, plan.model, scripts, skip, cfg, plan.rng_seed, _alternatives(kb, plan.op, cfg))
-        from sandbox import evaluate
-        loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=evaluate,
-                    retriever=retriever, progress=progress)
-        progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
-                         + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
-        outcome = loop.run(resume=bool(resume))
+        from sandbox import Sandbox
+        with Sandbox(cfg.sandbox) as sandbox:   # the run's pre-started workers and compile cache
+            loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=sandbox,
+                        retriever=retriever, progress=progress)
+            progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
+                             + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
+            outcome = loop.run(resume=bool(resume))
     finally:
         audit.close()
     if loop.stop_signal is not None:

@@ -59,8 +59,12 @@ class LLMConfig:
 
 @dataclass(frozen=True)
 class AcceptanceConfig:
+    alpha: float = 0.01
+    """False-accept rate of the one-worker A/B (README, "The A/B statistic"): a kernel no faster than the
+    incumbent passes its paired test with probability at most alpha (rounds: sandbox.ab_rounds)."""
     repeats: int = 3
-    """Interleaved A/B re-measurements of incumbent and candidate, each in a fresh process."""
+    """Interleaved A/B re-measurements in fresh processes, for evaluators that cannot time two kernels in
+    one worker (test fakes); the sandbox itself uses the one-worker A/B."""
     min_gain: float = 0.0
     """Extra margin on top of the measured noise a candidate must clear."""
     screen: bool = True

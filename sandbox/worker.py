@@ -299,6 +299,10 @@ class Worker:
             record = rec.to_json()
         self.reply({"kind": "counters", "record": record})
 
+    def on_ab_time(self, msg: dict) -> None:
+        from sandbox.ab import on_ab_time
+        on_ab_time(self, msg)
+
     # ---- main loop -------------------------------------------------------------------------------
     def serve(self, warm_cuda: bool = False) -> None:
         t0 = time.monotonic()
@@ -325,7 +329,8 @@ class Worker:
         self.device = torch.device("cpu")
         self.reply(hello)
         handlers = {"setup": self.on_setup, "compile": self.on_compile, "check": self.on_check, "dsl": self.on_dsl,
-                    "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters}
+                    "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters,
+                    "ab_time": self.on_ab_time}
         while True:
             try:
                 msg, _ = protocol.recv_blocking(self.rx)
