@@ -143,3 +143,34 @@ def test_counters_are_recorded_or_say_why_not():
     assert "available" in res.counters
     if not res.counters["available"]:
         assert res.counters.get("reason")
+
+
+def test_a_run_sandbox_times_every_stage_and_reuses_the_sealed_cache():
+    from sandbox.session import Sandbox
+    from sandbox.settings import SandboxSettings
+    with Sandbox(SandboxSettings(timeout_s=600.0)) as sb:
+        first = sb(request(HONEST))
+        second = sb(request(HONEST))
+    assert first.accepted and second.accepted, (first.reasons, second.reasons)
+    stages = dict(first.stage_times)
+    for name in ("imports", "cuda_init", "compile.gate", "references", "correctness", "holdouts", "dsl", "floor",
+                 "timing.graph", "timing.eager", "recheck"):
+        assert name in stages, name
+    assert any(k.startswith("compile.kernel._rms_norm_kernel") for k in stages)
+    assert second.environment["worker_prestarted"] is True
+    assert "sealed cache of this source reused" in second.environment["compile_cache"]
+
+
+def test_ab_in_one_worker_gives_paired_rounds_for_both_kernels():
+    from sandbox.session import Sandbox
+    from sandbox.settings import SandboxSettings
+    with Sandbox(SandboxSettings(timeout_s=600.0, ab_rounds=8)) as sb:
+        series = sb.measure_ab(request(HONEST, correctness=False), HONEST)
+    assert series.error is None, series.error
+    assert series.shape_ids == tuple(s.id for s in SHAPES) and series.rounds == 8
+    assert all(len(x) == 8 for x in series.a + series.b)
+    assert series.floor_s and series.floor_s > 0
+    # the same kernel on both sides: per-shape medians within a factor of two of each other
+    import statistics
+    for a, b in zip(series.a, series.b):
+        assert 0.5 < statistics.median(a) / statistics.median(b) < 2.0
