@@ -1,6 +1,14 @@
 """When a candidate replaces the incumbent: a rule that measurement noise cannot fake.
 
-A candidate that passed every sandbox gate is re-measured against the incumbent in interleaved A/B
+The sandbox's rule (the loop's evaluator is a sandbox.Sandbox): both kernels, which passed every gate,
+are timed in ONE worker over `sandbox.ab_rounds` interleaved rounds (sandbox/ab.py); each round gives
+both a score, and `paired_decision` accepts iff a one-sided sign-flip test on d_r = ln(c_r / a_r) has
+p < `acceptance.alpha` (the false-accept rate of an equal kernel; README "The A/B statistic") and the
+median gain exceeds `acceptance.min_gain`. `confirm_decision` then asks one fresh-process measurement of
+the winner to read above the incumbent's A/B median less `acceptance.screen_margin`.
+
+The rule for evaluators that cannot time two kernels in one worker (test fakes), below: a candidate
+that passed every sandbox gate is re-measured against the incumbent in interleaved A/B
 repeats, A B A B ... (`acceptance.repeats` pairs), each measurement a fresh sandbox process with
 correctness off (it was just checked) and hold-out shapes off (they carry no weight). Each
 measurement gives one score: the weight-averaged attainment over the run's shapes.
