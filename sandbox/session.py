@@ -50,16 +50,8 @@ class Sandbox:
         while the GPU is busy with another evaluation. Each compiles into its own source's cache directory
         (so a later GPU evaluation of the same source may find its Hopper kernels there). Returns one
         compile-only EvalResult per source, in order."""
-        from benchmarks.registry import load_operator
-        spec = load_operator(op) if shapes is None else None
-        chosen = tuple(shapes or spec.shapes[:1])
-        if not chosen:
-            return []
-        quick = dataclasses.replace(self.settings, trials=1, holdout=False, prestart=False)
-
         def one(source: str) -> EvalResult:
-            req = EvalRequest(op=op, source=source, shapes=chosen, hardware=_hardware(), settings=quick,
-                              timing=False, correctness=False, interpreter=True)
+            req = compile_only_request(op, source, shapes, self.settings, self.operator_dir)
             return evaluate(req, operator_dir=self.operator_dir, cache=self.cache)
 
         with ThreadPoolExecutor(max_workers=PRECOMPILE_WORKERS) as ex:
@@ -77,6 +69,15 @@ class Sandbox:
         self.close()
 
 
-def _hardware():
+def compile_only_request(op: str, source: str, shapes=None, settings: SandboxSettings = SandboxSettings(),
+                         operator_dir: str | None = None) -> EvalRequest:
+    """Lint and compile gates only, on a CPU (interpreter) worker, at `shapes` (default: the operator's
+    first shape). The one definition of a pre-compile, for Sandbox.precompile and the search prefetch."""
     from benchmarks.hardware import load_hardware
-    return load_hardware("h200")     # compile-only: ceilings are not used
+    from sandbox.correctness import load_spec
+    chosen = tuple(shapes or load_spec(op, operator_dir).shapes[:1])
+    if not chosen:
+        raise ValueError(f"operator {op} has no shapes to compile at; pass shapes=")
+    quick = dataclasses.replace(settings, trials=1, holdout=False, prestart=False)
+    return EvalRequest(op=op, source=source, shapes=chosen, hardware=load_hardware("h200"), settings=quick,
+                       timing=False, correctness=False, interpreter=True)    # compile-only: ceilings unused

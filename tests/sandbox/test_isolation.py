@@ -303,3 +303,12 @@ def test_a_spare_that_died_is_replaced_not_reused():
         assert (pre1, pre2) == (False, False) and w2 is not spare and w2.proc.pid != w1.proc.pid
         w1.close()
         w2.close()
+
+
+def test_precompile_runs_lint_and_compile_only_for_each_source(op_dir):
+    from sandbox.session import Sandbox
+    with Sandbox(operator_dir=op_dir) as sb:
+        ok, broken = sb.precompile("scale_add", [candidate(), candidate(head="import os\n")], shapes=SHAPES[:1])
+    assert ok.accepted and ok.compile_info.get("kernels"), ok.reasons
+    assert not ok.shapes[0].max_abs_err                      # no correctness trial ran
+    assert broken.failed_stage == "lint"
