@@ -297,7 +297,7 @@ class _Evaluation(GpuGates, Conversation):
             return f"output dtype/shape {header.get('dtype')}/{header.get('shape')} is not {out_dtype}/{list(out_shape)}"
         if len(payload) != ref.numel() * ref.element_size():
             return f"the output came back with {len(payload)} bytes, expected {ref.numel() * ref.element_size()}"
-        out = (torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload else torch.empty(0, dtype=torch.uint8))
+        out = (torch.frombuffer(payload, dtype=torch.uint8) if payload else torch.empty(0, dtype=torch.uint8))
         out = out.view(cx.torch_dtype(out_dtype)).reshape(out_shape).to(ref.device)
         with self._timed("references"):
             stats = cx.compare(out, ref, tol)

@@ -4,7 +4,8 @@ owns no reference, no hold-out shape it has not been sent, and no verdict.
 It answers the parent's requests one at a time over the private pipes (sandbox/protocol.py):
 setup (load the candidate), compile (one run at a tiny shape under LaunchRecorder, then the compile
 gate), check (correctness trials: fresh inputs re-filled into the same buffers, poisoned memory,
-output and digests sent back), dsl, floor, time, counters, quit. A failure of the candidate is
+output and digests sent back), dsl, floor, time, counters, ab_time (two kernels interleaved: sandbox/ab.py),
+quit. A failure of the candidate is
 reported as {"kind": "error"} and the worker exits: after a CUDA error a process is never reused.
 """
 from __future__ import annotations
