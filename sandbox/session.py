@@ -32,10 +32,11 @@ class Sandbox:
         self.pool = WorkerPool(prestart=settings.prestart)
         self.cache = CompileCache(cache_dir) if settings.compile_cache else None
 
-    def __call__(self, req: EvalRequest) -> EvalResult:
+    def __call__(self, req: EvalRequest, **options) -> EvalResult:
+        """sandbox.evaluate with the run's pool and cache; other keyword options pass through."""
         if req.settings != self.settings:
             req = dataclasses.replace(req, settings=self.settings)   # one run, one set of rules
-        return evaluate(req, operator_dir=self.operator_dir, pool=self.pool, cache=self.cache)
+        return evaluate(req, operator_dir=self.operator_dir, pool=self.pool, cache=self.cache, **options)
 
     evaluate = __call__
 
