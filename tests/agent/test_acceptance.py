@@ -253,3 +253,45 @@ def test_one_worker_decision_scores_rounds_with_the_rooflines_of_the_run():
     broken = one_worker_decision(ABSeries(ids[:2], a[:2], b[:2], ROUNDS, error="timing: boom"), shapes, hw,
                                  "rms_norm", cfg)
     assert not broken.accept and "boom" in broken.reason
+
+
+@pytest.mark.interpreter
+def test_the_loop_decides_on_the_one_worker_ab_and_confirms_in_a_fresh_process(tmp_path):
+    """The real sandbox for every verdict (interpreter), the loop tests' timing model for attainment, and an
+    A/B series built from that model: the faster candidate wins its paired test and its confirmation (a fresh
+    timing-only evaluation is recorded), the slower one loses its paired test (the screen is off)."""
+    from test_loop import RecordingProposer, ScoredSandbox, config, make_candidates, make_loop, rows_attainment
+
+    from agent.budget import BudgetLimits
+    from benchmarks.registry import load_operator
+    from benchmarks.roofline import roofline
+    from sandbox.ab import ABSeries
+
+    class OneWorkerScoredSandbox(ScoredSandbox):
+        def __init__(self):
+            super().__init__()
+            self.ab_calls = []
+
+        def measure_ab(self, req, other_source):
+            self.ab_calls.append((req, other_source))
+            spec, rng = load_operator(req.op), np.random.default_rng(len(self.ab_calls))
+            times = []
+            for src in (req.source, other_source):
+                times.append(tuple(tuple(roofline(*spec.work(s), req.hardware).t_roof_s / rows_attainment(src, s.dim["H"])
+                                         * float(np.exp(rng.normal(0, 0.002))) for _ in range(ROUNDS))
+                                   for s in req.shapes))
+            return ABSeries(tuple(s.id for s in req.shapes), times[0], times[1], ROUNDS, floor_s=1e-12)
+
+    c = make_candidates(tmp_path / "cands")
+    proposer = RecordingProposer([str(c["faster.py"]), str(c["slower.py"])])
+    sandbox = OneWorkerScoredSandbox()
+    loop, audit = make_loop(tmp_path, proposer, cfg=config(tmp_path, "acceptance.screen=false"), evaluate=sandbox,
+                            limits=BudgetLimits(iterations=2))
+    loop.run()
+    decisions = [r.body["decision"] for r in audit.records("run-1", "iteration")][1:]
+    assert [d["rule"] for d in decisions] == [RULE_AB_ONE_WORKER, RULE_AB_ONE_WORKER]
+    assert decisions[0]["accept"] and "confirmed in a fresh process" in decisions[0]["reason"]
+    assert not decisions[1]["accept"] and decisions[1]["p_value"] >= ALPHA
+    roles = [r.body["role"] for r in audit.records("run-1", "evaluation")]
+    assert roles.count("ab_confirm") == 1 and "ab_incumbent" not in roles
+    assert len(sandbox.ab_calls) == 2 and not any(req.correctness for req, _ in sandbox.ab_calls)
