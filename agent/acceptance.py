@@ -1,6 +1,14 @@
 """When a candidate replaces the incumbent: a rule that measurement noise cannot fake.
 
-A candidate that passed every sandbox gate is re-measured against the incumbent in interleaved A/B
+The sandbox's rule (the loop's evaluator is a sandbox.Sandbox): both kernels, which passed every gate,
+are timed in ONE worker over `sandbox.ab_rounds` interleaved rounds (sandbox/ab.py); each round gives
+both a score, and `paired_decision` accepts iff a one-sided sign-flip test on d_r = ln(c_r / a_r) has
+p < `acceptance.alpha` (the false-accept rate of an equal kernel; README "The A/B statistic") and the
+median gain exceeds `acceptance.min_gain`. `confirm_decision` then asks one fresh-process measurement of
+the winner to read above the incumbent's A/B median less `acceptance.screen_margin`.
+
+The rule for evaluators that cannot time two kernels in one worker (test fakes), below: a candidate
+that passed every sandbox gate is re-measured against the incumbent in interleaved A/B
 repeats, A B A B ... (`acceptance.repeats` pairs), each measurement a fresh sandbox process with
 correctness off (it was just checked) and hold-out shapes off (they carry no weight). Each
 measurement gives one score: the weight-averaged attainment over the run's shapes.
@@ -38,6 +46,7 @@ gets the A/B rule above.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -47,6 +56,10 @@ from agent.memory import visible_per_shape
 from sandbox.verdict import EvalResult
 
 RULE_AB = "ab-interleaved"
+RULE_AB_ONE_WORKER = "ab-one-worker"
+RULE_CONFIRM = "confirm-fresh-process"
+SIGN_FLIP_DRAWS = 20000      # random sign flips beyond EXACT_MAX_ROUNDS (p resolution 5e-5)
+EXACT_MAX_ROUNDS = 16        # up to 2^16 sign patterns: enumerated exactly
 RULE_INTERPRETER = "interpreter-correctness"
 RULE_INCUMBENT_FAILED = "incumbent-failed"
 RULE_GATE = "gate"
@@ -182,3 +195,102 @@ def review_flags(incumbent: EvalResult | None, candidate: EvalResult, limit: flo
                          f"({before[r.id]:.2f} -> {r.t_us:.2f} us), above {limit:g}x: re-measured in fresh "
                          f"processes (A/B) and flagged for review")
     return flags
+
+
+# ---------------------------------------------------------------- A/B in one worker (README: "The A/B statistic")
+
+def round_scores(series, shapes, hardware, op: str) -> tuple[list[float], list[float]]:
+    """Per round, the run's score of A and of B (weight-averaged attainment over the series' shapes), from
+    sandbox.ab.ABSeries per-round times. T_ref = max(T_roof, T_floor) as in every evaluation."""
+    from benchmarks.registry import load_operator
+    from benchmarks.roofline import roofline
+    from benchmarks.scoring import score_shape, weighted_attainment
+    spec = load_operator(op)
+    by_id = {s.id: s for s in shapes}
+    floor = float(series.floor_s or 0.0)
+    refs = [(by_id[i], roofline(*spec.work(by_id[i]), hardware).t_roof_s) for i in series.shape_ids]
+    out: list[list[float]] = [[], []]
+    for r in range(series.rounds):
+        for side, times in enumerate((series.a, series.b)):
+            scores = [score_shape(s.id, s.weight, max(times[k][r], 1e-12), t_roof, floor)
+                      for k, (s, t_roof) in enumerate(refs)]
+            out[side].append(float(weighted_attainment(scores)))
+    return out[0], out[1]
+
+
+def sign_flip_p(d: Sequence[float], draws: int = SIGN_FLIP_DRAWS, seed: int = 0) -> float:
+    """One-sided p-value of mean(d) > 0 under the null "d is symmetric about 0" (equal kernels measured in
+    alternating order): the share of sign patterns whose mean is at least the observed one. Exact up to
+    EXACT_MAX_ROUNDS values, else `draws` random patterns from a fixed seed, counted with the observed one
+    ((1 + hits) / (1 + draws): never below the test's level)."""
+    import numpy as np
+    x = np.asarray(d, dtype=np.float64)
+    n = len(x)
+    if n == 0 or not np.all(np.isfinite(x)):
+        return 1.0
+    observed = x.mean() - 1e-15 * max(1.0, float(np.abs(x).max()))   # ties count against the candidate
+    if n <= EXACT_MAX_ROUNDS:
+        patterns = ((np.arange(2 ** n)[:, None] >> np.arange(n)) & 1) * 2 - 1
+        return float(np.mean((patterns * x).mean(axis=1) >= observed))
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, draws, 4096):
+        signs = rng.choice((-1.0, 1.0), size=(min(4096, draws - start), n))
+        hits += int(np.sum((signs * x).mean(axis=1) >= observed))
+    return (1 + hits) / (1 + draws)
+
+
+def paired_decision(incumbent: Sequence[float], candidate: Sequence[float], alpha: float,
+                    min_gain: float = 0.0) -> Decision:
+    """The one-worker rule: d_r = ln(c_r / a_r) per round; accept iff the one-sided sign-flip p-value of
+    mean(d) > 0 is below `alpha` and the median score gain exceeds `min_gain`. Equal kernels are accepted
+    with probability at most alpha; the confirmation in a fresh process follows (confirm_decision)."""
+    import numpy as np
+    a, c = tuple(float(x) for x in incumbent), tuple(float(x) for x in candidate)
+    if len(a) < 4 or len(a) != len(c):
+        raise ValueError(f"the paired test needs >= 4 rounds of both kernels; got {len(a)} and {len(c)}")
+    if not all(math.isfinite(x) and x > 0 for x in a + c):
+        return Decision(False, RULE_AB_ONE_WORKER, "a round gave no positive finite score", a, c)
+    d = np.log(np.asarray(c) / np.asarray(a))
+    p = sign_flip_p(d)
+    ratio = float(np.exp(d.mean()))
+    gain = statistics.median(c) - statistics.median(a)
+    won = int(np.sum(d > 0))
+    details = {"p_value": p, "alpha": alpha, "rounds": len(a), "mean_ratio": ratio,
+               "test": "one-sided sign-flip on ln(candidate/incumbent) per round"}
+    if not p < alpha:
+        return Decision(False, RULE_AB_ONE_WORKER, f"not shown faster: p={p:.3g} >= alpha {alpha:g} over {len(a)} "
+                        f"interleaved rounds (mean ratio {ratio:.4f}, won {won}/{len(a)})", a, c, gain, None, won,
+                        details)
+    if not gain > min_gain:
+        return Decision(False, RULE_AB_ONE_WORKER, f"gain {gain:+.4f} <= acceptance.min_gain {min_gain:g} "
+                        f"(p={p:.3g})", a, c, gain, None, won, details)
+    return Decision(True, RULE_AB_ONE_WORKER, f"score {statistics.median(a):.4f} -> {statistics.median(c):.4f} "
+                    f"(ratio {ratio:.4f}, p={p:.3g} < {alpha:g}, won {won}/{len(a)} rounds)", a, c, gain, None, won,
+                    details)
+
+
+def confirm_decision(ab: Decision, fresh_score: float | None, margin: float) -> Decision:
+    """The winner of an A/B, measured once more in a fresh process (timing only): it stays the winner iff
+    that score exceeds the incumbent's A/B median less `margin` (relative; the cross-process spread of one
+    kernel is 0.1-3% on the H200, so the margin is the screen's)."""
+    if not ab.accept:
+        return ab
+    bar = statistics.median(ab.incumbent) * (1 - max(0.0, margin))
+    details = {**ab.details, "confirm_score": fresh_score, "confirm_bar": bar}
+    if fresh_score is None or not math.isfinite(fresh_score) or not fresh_score > bar:
+        shown = "no score" if fresh_score is None else f"{fresh_score:.4f}"
+        return Decision(False, RULE_CONFIRM, f"won the A/B ({ab.reason}) but a fresh process read {shown} <= "
+                        f"{bar:.4f}: not confirmed", ab.incumbent, ab.candidate, ab.gain, None, ab.pairs_won, details)
+    return Decision(True, ab.rule, f"{ab.reason}; confirmed in a fresh process ({fresh_score:.4f} > {bar:.4f})",
+                    ab.incumbent, ab.candidate, ab.gain, None, ab.pairs_won, details)
+
+
+def one_worker_decision(series, shapes, hardware, op: str, cfg) -> Decision:
+    """Decide on a sandbox.ab.ABSeries (A = incumbent, B = candidate) with acceptance config `cfg`."""
+    if series.error or len(series.shape_ids) != len(tuple(shapes)):
+        return Decision(False, RULE_AB_ONE_WORKER, f"the A/B re-measure did not finish: {series.error or 'shapes missing'}",
+                        details={"series": series.to_json()})
+    a, c = round_scores(series, shapes, hardware, op)
+    d = paired_decision(a, c, cfg.alpha, cfg.min_gain)
+    return dataclasses.replace(d, details={**d.details, "series": series.to_json()})

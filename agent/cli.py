@@ -5,6 +5,7 @@ Exit codes: 0 accepted / success, 1 rejected (with reasons), 2 usage error (agen
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -104,6 +105,7 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
           json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict record here"),
           baseline: Optional[str] = typer.Option(None, "--baseline", help="score the PyTorch reference: eager | compile"),
           counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
+          verbose: bool = typer.Option(False, "-v", "--verbose", help="print where the evaluation's wall time went"),
           config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
           override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
     """Score a kernel (default: the operator's seed) on an operator's shapes through the sandbox."""
@@ -131,15 +133,10 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     from agent.progress import StageProgress
     from agent.report import console as make_console, rescore, shape_table
     from sandbox import EvalRequest, evaluate
-    s = cfg.sandbox
+    settings = dataclasses.replace(cfg.sandbox, counters=counters or cfg.sandbox.counters)
     with StageProgress() as stage_progress:
-        result = evaluate(EvalRequest(op=op, source=source, shapes=chosen,
-                                      hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
-                                      dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
-                                      counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
-                                      require_features=s.require_features, baseline=baseline,
-                                      network_namespace=s.network_namespace,
-                                      gpu_memory_fraction=s.gpu_memory_fraction), progress=stage_progress)
+        result = evaluate(EvalRequest(op=op, source=source, shapes=tuple(chosen), hardware=primary,
+                                      settings=settings, baseline=baseline), progress=stage_progress)
     console = make_console()
     what = f"baseline {baseline}" if baseline else str(path)
     console.print(shape_table(result, f"{op} [{shape_set}] {what} — ceilings: {primary.name} {primary.source}"))
@@ -156,6 +153,11 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     from rich.markup import escape
     for flag in result.flags:
         console.print(f"[yellow]flag:[/] {escape(flag)}")
+    if verbose:
+        from sandbox.stage_times import breakdown_lines
+        console.print("wall time by stage (sandbox/stage_times.py):", markup=False)
+        for line in breakdown_lines(result.stage_times, result.wall_s):
+            console.print(line, markup=False, highlight=False)
     if result.accepted:
         console.print(f"[green]accepted[/]")
     else:

@@ -241,15 +241,16 @@ def optimize(
             prop = _proposer(name, plan.model, scripts, skip, cfg, plan.rng_seed, _alternatives(kb, plan.op, cfg))
             if name == "llm" and not no_probe:
                 _probe(plan.model, cfg, progress.message)
-            from sandbox import evaluate
-            loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=evaluate,
-                        retriever=retriever, progress=progress)
-            progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
-                             + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
-            try:
-                outcome = loop.run(resume=bool(resume))
-            except KeyboardInterrupt:    # a second Ctrl-C: the loop recorded the run's end already
-                raise typer.Exit(130)
+            from sandbox import Sandbox
+            with Sandbox(cfg.sandbox) as sandbox:   # the run's pre-started workers and compile cache
+                loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=sandbox,
+                            retriever=retriever, progress=progress)
+                progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
+                                 + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
+                try:
+                    outcome = loop.run(resume=bool(resume))
+                except KeyboardInterrupt:    # a second Ctrl-C: the loop recorded the run's end already
+                    raise typer.Exit(130)
         finally:
             lock.release()
     finally:

@@ -13,6 +13,8 @@ from typing import Any, get_type_hints
 
 import yaml
 
+from sandbox.settings import SandboxSettings
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "default.yaml"
 
@@ -21,26 +23,9 @@ class ConfigError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
-    timeout_s: float = 900.0
-    """Wall-clock limit of one evaluation; the worker's whole process group is killed past it."""
-    trials: int = 3
-    """Correctness trials per shape, each with fresh random inputs re-filled into the same buffers."""
-    holdout: bool = True
-    """Also check hidden hold-out shapes that no proposer is shown."""
-    dsl_threshold: float = 0.9
-    """Minimum share of GPU time spent in the candidate's own @triton.jit kernels."""
-    gpu_memory_fraction: float = 0.9
-    """Cap on the worker's share of GPU memory."""
-    counters: bool = False
-    """Collect Nsight Compute counters for the top-weighted shapes (slow: minutes)."""
-    counter_shapes: int = 2
-    """How many top-weighted shapes ncu profiles."""
-    require_features: tuple[str, ...] = ()
-    """Architecture features the compiled kernel must use, e.g. ("wgmma",)."""
-    network_namespace: bool = True
-    """Run the worker in a new network namespace (unshare -n) where Linux allows it."""
+# The sandbox owns its settings (sandbox/settings.py); the config file's `sandbox:` section is read into
+# that very class, so no field is copied by hand between the config and an evaluation request.
+SandboxConfig = SandboxSettings
 
 
 @dataclass(frozen=True)
@@ -79,8 +64,12 @@ class LLMConfig:
 
 @dataclass(frozen=True)
 class AcceptanceConfig:
+    alpha: float = 0.01
+    """False-accept rate of the one-worker A/B (README, "The A/B statistic"): a kernel no faster than the
+    incumbent passes its paired test with probability at most alpha (rounds: sandbox.ab_rounds)."""
     repeats: int = 3
-    """Interleaved A/B re-measurements of incumbent and candidate, each in a fresh process."""
+    """Interleaved A/B re-measurements in fresh processes, for evaluators that cannot time two kernels in
+    one worker (test fakes); the sandbox itself uses the one-worker A/B."""
     min_gain: float = 0.0
     """Extra margin on top of the measured noise a candidate must clear."""
     screen: bool = True

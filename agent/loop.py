@@ -26,8 +26,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, correctness_only_decision,
-                              measure_ab, median_attainment, review_flags, run_score, screen_decision)
+from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, confirm_decision,
+                              correctness_only_decision, measure_ab, median_attainment, one_worker_decision,
+                              review_flags, run_score, screen_decision)
 from agent import records as R
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted
@@ -264,12 +265,8 @@ class Loop:
 
     def _request(self, source: str, full: bool, baseline: str | None = None):
         from sandbox import EvalRequest
-        s = self.cfg.sandbox
         return EvalRequest(op=self.plan.op, source=source, shapes=tuple(self.plan.shapes), hardware=self.plan.hardware,
-                           trials=s.trials, holdout=s.holdout and full, timing=True, correctness=full,
-                           dsl_threshold=s.dsl_threshold, counters=s.counters and full, counter_shapes=s.counter_shapes,
-                           timeout_s=s.timeout_s, require_features=s.require_features, baseline=baseline,
-                           network_namespace=s.network_namespace, gpu_memory_fraction=s.gpu_memory_fraction)
+                           settings=self.cfg.sandbox, timing=True, correctness=full, baseline=baseline)
 
     def _evaluate(self, source: str, sha: str, role: str, it: int, full: bool, repeat: int = 0,
                   baseline: str | None = None) -> tuple[EvalResult, int]:
@@ -308,9 +305,20 @@ class Loop:
                                        else incumbent_first, self.cfg.acceptance.screen_margin)
             if screened is not None:
                 return screened
+        inc_source, inc_sha = st.incumbent_source, st.incumbent_sha
+        if hasattr(self.evaluate, "measure_ab"):   # the sandbox: both kernels in one worker, then a fresh confirm
+            self._show(it, f"A/B x{self.cfg.sandbox.ab_rounds} rounds in one worker")
+            series = self.evaluate.measure_ab(self._request(inc_source, False), source)
+            self.st.used = self.st.used.plus(gpu_s=series.wall_s)
+            decision = one_worker_decision(series, self.plan.shapes, self.plan.hardware, self.plan.op,
+                                           self.cfg.acceptance)
+            if decision.accept:
+                fresh, _ = self._evaluate(source, sha, "ab_confirm", it, False, 1)
+                decision = confirm_decision(decision, self.score(fresh) if fresh.accepted else None,
+                                            self.cfg.acceptance.screen_margin)
+            return decision
         repeats = max(1, self.cfg.acceptance.repeats)
         self._show(it, f"A/B x{repeats}")
-        inc_source, inc_sha = st.incumbent_source, st.incumbent_sha
         a, c, _ = measure_ab(lambda k: self._evaluate(inc_source, inc_sha, "ab_incumbent", it, False, k + 1)[0],
                              lambda k: self._evaluate(source, sha, "ab_candidate", it, False, k + 1)[0],
                              self.score, repeats)

@@ -25,6 +25,10 @@ from pathlib import Path
 
 from sandbox.compile_child import FEATURES
 
+# Set by the GPU worker (sandbox.settings.compile_in_worker): compile for the device in this process, which is
+# already the sandboxed worker, instead of a child that imports torch and triton again. The interpreter
+# cannot compile in-process (triton.language's own jit functions are interpreted there).
+IN_PROCESS = False
 COMPILE_TIMEOUT_S = 300          # the whole child; a large gemm compiles in ~1-2 s per launch
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 _FEATURE_HINTS = {
@@ -57,6 +61,7 @@ class KernelInfo:
     shared_bytes: int | None
     features: tuple[str, ...]
     error: str | None
+    compile_s: float | None = None      # wall time of this specialization's compile (cache hits are fast)
 
 
 @dataclass(frozen=True)
@@ -278,7 +283,7 @@ def compile_recorded(recorder: LaunchRecorder, target: str = "auto") -> CompileR
             errors.append(child_error)
         for k in result.get("kernels", []):
             info = KernelInfo(k["name"], k["registers"], k["spills_bytes"], k["shared_bytes"],
-                              tuple(k["features"]), k["error"])
+                              tuple(k["features"]), k["error"], k.get("compile_s"))
             kernels.append(info)
             if info.error:
                 errors.append(info.error)
@@ -293,6 +298,10 @@ def _run_child(request: dict) -> tuple[dict, str | None]:
     with tempfile.TemporaryDirectory(prefix="aka-compile-") as tmp:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
+        if IN_PROCESS and request["target"].get("kind") == "device":
+            from sandbox import compile_child
+            compile_child.main(str(req), str(res))
+            return _read_result(res), None
         err = Path(tmp) / "stderr.txt"
         with open(err, "wb") as err_file:     # the candidate's prints go nowhere; stderr to a file, not memory
             try:

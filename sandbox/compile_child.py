@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 import sys
 import tempfile
 from pathlib import Path
@@ -232,7 +233,9 @@ def main(request_path: str, result_path: str) -> int:
                 out["errors"].append(f"cannot import the candidate for compilation: {type(exc).__name__}: {exc}")
         if modules[path] is None:
             continue
+        t0 = time.monotonic()
         info = compile_one(item, modules[path], target, request["target"]["kind"] == "device")
+        info["compile_s"] = round(time.monotonic() - t0, 4)
         out["kernels"].append(info)
         Path(result_path).write_text(json.dumps(out))      # partial results survive a later crash
     Path(result_path).write_text(json.dumps(out))

@@ -25,24 +25,26 @@ class GpuGates:
             share = float(reply["share"])
             shares.append(share)
             self.result.dsl_share = min(shares)
-            if share < self.req.dsl_threshold:
+            if share < self.settings.dsl_threshold:
                 others = sorted(((us, k) for k, us in reply.get("per_kernel_us", {}).items()
                                  if k not in self.kernel_names), reverse=True)[:3]
                 named = ", ".join(f"{k} ({us:.1f} us)" for us, k in others) or "none named"
                 raise Rejected("dsl", f"shape {shape.id}: only {share:.0%} of GPU time is in the candidate's own "
                                 f"@triton.jit kernels ({', '.join(sorted(self.kernel_names)) or 'none'}); the "
-                                f"threshold is {self.req.dsl_threshold:.0%}. Top other kernels: {named}. Compute the "
+                                f"threshold is {self.settings.dsl_threshold:.0%}. Top other kernels: {named}. Compute the "
                                 f"result in your Triton kernels, not with PyTorch ops or library calls")
 
     def _time(self, w: WorkerProcess, shapes, rows) -> None:
         self.stage, self.activity = "timing", "measuring the latency floor"
-        w.send({"kind": "floor"})
-        floor_s = float(self._expect(w, "floor")[0]["t_floor_s"])
+        with self._timed("floor"):
+            w.send({"kind": "floor"})
+            floor_s = float(self._expect(w, "floor")[0]["t_floor_s"])
         for index, (shape, row) in enumerate(zip(shapes, rows)):
             self.stage, self.activity = "timing", f"timing shape {shape.id}"
             w.send({"kind": "time", "dims": shape.dim, "dtype": shape.dtype,
                     "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
             t, _ = self._expect(w, "timing")
+            self.clock.merge(t.get("stage_s"))
             graph, eager = t.get("t_graph_s"), t.get("t_eager_s")
             if graph is None and eager is None:
                 raise Rejected("timing", f"shape {shape.id}: no time was measured ({t.get('graph_error')})")
@@ -55,7 +57,8 @@ class GpuGates:
                                            f"({str(t.get('graph_error'))[:300]}); timed eagerly, so host launch "
                                            f"overhead is included (avoid host syncs like .item()/.tolist()/.cpu())")
             if self.req.correctness:
-                self._recheck(w, index, shape, row)
+                with self._minus_references("recheck"):
+                    self._recheck(w, index, shape, row)
             self.stage = "timing"
 
     def _recheck(self, w: WorkerProcess, index: int, shape, row) -> None:
@@ -71,7 +74,7 @@ class GpuGates:
                                           f"state left by earlier calls)")
 
     def _counters(self, w: WorkerProcess) -> None:
-        top = sorted(self.req.shapes, key=lambda s: -s.weight)[: max(0, self.req.counter_shapes)]
+        top = sorted(self.req.shapes, key=lambda s: -s.weight)[: max(0, self.settings.counter_shapes)]
         if not top:
             return
         dtype = top[0].dtype
@@ -91,7 +94,9 @@ class GpuGates:
         if suspects:
             first = {s.id: max(r.t_roof_us, r.t_floor_us) / r.t_us for s, r in suspects}
             self.activity = "re-measuring suspect shapes in a fresh worker"
-            self._in_worker(lambda w: self._time(w, [s for s, _ in suspects], [r for _, r in suspects]))
+            with self._timed("remeasure"):
+                self._in_worker(lambda w: self._time(w, [s for s, _ in suspects], [r for _, r in suspects]),
+                                self._setup())
             for s, r in suspects:
                 ratio = max(r.t_roof_us, r.t_floor_us) / r.t_us
                 if ratio > 1.0:

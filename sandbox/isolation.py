@@ -117,8 +117,11 @@ def worker_environment(*, interpreter: bool, home: Path) -> dict[str, str]:
 class WorkerProcess:
     """One spawned worker. Use as a context manager: leaving kills its process group and deletes its files."""
 
-    def __init__(self, *, interpreter: bool, timeout_s: float, network_namespace: bool = True):
+    def __init__(self, *, interpreter: bool, timeout_s: float, network_namespace: bool = True,
+                 warm_cuda: bool = False):
         self.interpreter = interpreter
+        self.warm_cuda = warm_cuda and not interpreter   # create the CUDA context before any request
+        self.started_at = float("nan")
         self.timeout_s = float(timeout_s)
         self.tmp = Path(tempfile.mkdtemp(prefix="aka-eval-"))
         self.workdir = self.tmp / "work"            # the worker's cwd: a fresh, empty directory
@@ -151,6 +154,8 @@ class WorkerProcess:
                "--file-size-limit", str(FILE_SIZE_LIMIT)]
         if self.interpreter:
             cmd += ["--address-space-limit", str(INTERPRETER_ADDRESS_SPACE)]
+        if self.warm_cuda:
+            cmd += ["--warm-cuda"]
         if self.network_namespace:
             cmd = [shutil.which("unshare") or "unshare", "-n"] + cmd + ["--loopback-up"]   # unshare execs: same pid
         env = worker_environment(interpreter=self.interpreter, home=self.home)
@@ -164,8 +169,18 @@ class WorkerProcess:
         finally:
             os.close(req_r)
             os.close(rep_w)
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + self.timeout_s
+        return self
+
+    def arm(self, timeout_s: float) -> "WorkerProcess":
+        """A pre-started worker taken for an evaluation: its deadline counts from now."""
+        self.timeout_s = float(timeout_s)
         self.deadline = time.monotonic() + self.timeout_s
         return self
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and not self._eof
 
     def __enter__(self) -> "WorkerProcess":
         return self.start()

@@ -8,10 +8,12 @@ much of the GPU time went to the candidate's own @triton.jit kernels.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -31,6 +33,7 @@ class TimingResult:
     graph_error: str | None      # why the graph could not be captured
     samples: int                 # scored samples (graph replay pairs, or eager calls when graphs failed)
     spread: float                # (p75 - p25) / median of the scored samples: noise estimate
+    stage_s: tuple[tuple[str, float], ...] = ()   # wall time of warm-up+graph and of eager timing
 
     @property
     def t_s(self) -> float:
@@ -61,6 +64,7 @@ def time_call(fn: Callable[[dict], Any], input_sets: list[dict], *, reps: int = 
         raise ValueError("time_call got 0 input sets; pass several (e.g. 4) so caches cannot hold the inputs")
     if reps < 1:
         raise ValueError(f"reps={reps} must be >= 1 (50 is the default)")
+    t0 = time.monotonic()
     flush = gpu_timer.make_flush_buffer(flush_bytes)
     gpu_timer.warm_up(fn, input_sets, warmup)
     graph, graph_error = None, None
@@ -68,8 +72,10 @@ def time_call(fn: Callable[[dict], Any], input_sets: list[dict], *, reps: int = 
         graph = gpu_timer.graph_samples(fn, input_sets, reps=reps, flush=flush)
     except gpu_timer.GraphCaptureError as exc:
         graph_error = str(exc)
+    t1 = time.monotonic()
     eager = gpu_timer.eager_samples(fn, input_sets, reps=reps, flush=flush)
-    return summarize(graph, eager, graph_error)
+    stages = (("timing.graph", t1 - t0), ("timing.eager", time.monotonic() - t1))
+    return dataclasses.replace(summarize(graph, eager, graph_error), stage_s=stages)
 
 
 def measure_floor(reps: int = 50) -> float:

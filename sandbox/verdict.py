@@ -60,6 +60,8 @@ class EvalResult:
     stdout_tail: str = ""
     stderr_tail: str = ""
     wall_s: float | None = None
+    # (stage, seconds) in the order the stages ran (sandbox/stage_times.py); set once, when the evaluation ends
+    stage_times: tuple[tuple[str, float], ...] = ()
 
     @property
     def accepted(self) -> bool:
@@ -88,4 +90,6 @@ class EvalResult:
         d = dict(d)
         shapes = [ShapeResult(**s) for s in d.pop("shapes", [])]
         known = {f.name for f in dataclasses.fields(EvalResult)}
+        if "stage_times" in d:
+            d["stage_times"] = tuple((str(k), float(v)) for k, v in d["stage_times"])
         return EvalResult(shapes=shapes, **{k: v for k, v in d.items() if k in known})

@@ -4,7 +4,8 @@ owns no reference, no hold-out shape it has not been sent, and no verdict.
 It answers the parent's requests one at a time over the private pipes (sandbox/protocol.py):
 setup (load the candidate), compile (one run at a tiny shape under LaunchRecorder, then the compile
 gate), check (correctness trials: fresh inputs re-filled into the same buffers, poisoned memory,
-output and digests sent back), dsl, floor, time, counters, quit. A failure of the candidate is
+output and digests sent back), dsl, floor, time, counters, ab_time (two kernels interleaved: sandbox/ab.py),
+quit. A failure of the candidate is
 reported as {"kind": "error"} and the worker exits: after a CUDA error a process is never reused.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import resource
 import signal
 import sys
+import time
 import traceback
 
 from sandbox import protocol
@@ -68,6 +70,7 @@ class Worker:
         self.fn = None
         self.spec = None
         self.candidate_path: str | None = None
+        self.fn_b = None                      # the second kernel of an A/B re-measure
         self.interpreter = False
         self.loopback: str | None = None
 
@@ -97,7 +100,15 @@ class Worker:
         self.spec = load_spec(msg["op"], msg.get("operator_dir"))
         self.interpreter = bool(msg["interpreter"])
         self.sealed_path = msg["sealed_path"]
+        if msg.get("cache_dir"):
+            # triton reads TRITON_CACHE_DIR when it compiles, not at import: set before the candidate loads
+            os.environ["TRITON_CACHE_DIR"] = msg["cache_dir"]
+        if not self.interpreter and msg["device"] == "cuda":
+            from sandbox import compile as compile_gate
+            compile_gate.IN_PROCESS = bool(msg.get("compile_in_worker", False))
+        t0 = time.monotonic()
         device_name = self._set_device(msg["device"], float(msg.get("memory_fraction", 0.9)))
+        t_device = time.monotonic() - t0
         baseline = msg.get("baseline")
         if baseline:
             # What a user would run instead (the operator's baseline(), else its reference), eager or compiled
@@ -114,7 +125,9 @@ class Worker:
         else:
             self.candidate_path = msg["candidate_path"]
             self.fn = self._load_candidate(self.candidate_path, msg["op"])
-        self.reply({"kind": "loaded", "device_name": device_name})
+        if msg.get("ab_path"):     # an A/B re-measure: the other kernel in the same worker (sandbox/ab.py)
+            self.fn_b = self._load_candidate(msg["ab_path"], msg["op"], CANDIDATE_MODULE + "_b")
+        self.reply({"kind": "loaded", "device_name": device_name, "stage_s": {"cuda_init": t_device}})
 
     def _set_device(self, kind: str, memory_fraction: float) -> str:
         """Before the candidate is imported: the GPU memory cap must already hold when its code first runs."""
@@ -129,11 +142,11 @@ class Worker:
         self.device = torch.device("cuda", 0)
         return torch.cuda.get_device_name(0)
 
-    def _load_candidate(self, path: str, op: str):
+    def _load_candidate(self, path: str, op: str, module_name: str = CANDIDATE_MODULE):
         try:
-            spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
+            spec = importlib.util.spec_from_file_location(module_name, path)
             module = importlib.util.module_from_spec(spec)
-            sys.modules[CANDIDATE_MODULE] = module
+            sys.modules[module_name] = module
             spec.loader.exec_module(module)
         except BaseException as e:  # noqa: BLE001
             raise _failure(e, "importing the candidate failed: ") from None
@@ -147,6 +160,7 @@ class Worker:
         from sandbox.compile import LaunchRecorder, compile_recorded, feature_check
         note = None
         dtype = msg["dtype"]
+        t0 = time.monotonic()
         try:
             with LaunchRecorder() as recorder:
                 self.call(self.make_inputs(msg["dims"], dtype, msg["seed"]))
@@ -163,12 +177,14 @@ class Worker:
                         "errors": ["no @triton.jit kernel was launched: the candidate must compute its result "
                                    "with its own Triton kernels"], "info": {}})
             return
+        t1 = time.monotonic()
         report = compile_recorded(recorder, target=msg.get("target", "auto"))
+        stage_s = {"compile.first_run": t1 - t0, "compile.gate": time.monotonic() - t1}
         missing = list(feature_check(report, tuple(msg.get("require_features", ())))) if report.ok else []
         info = _jsonable(report)
         info["features"] = sorted(str(f) for f in report.features())
         self.reply({"kind": "compiled", "ok": bool(report.ok), "errors": [str(e) for e in report.errors],
-                    "kernel_names": names, "missing": missing, "note": note, "info": info})
+                    "kernel_names": names, "missing": missing, "note": note, "info": info, "stage_s": stage_s})
 
     def on_check(self, msg: dict) -> None:
         from sandbox.correctness import (dtype_name, input_digests, output_problem, poisoned_allocations,
@@ -263,14 +279,17 @@ class Worker:
 
     def on_time(self, msg: dict) -> None:
         from sandbox.timing import time_call
+        t0 = time.monotonic()
         sets = [self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])]
         set_bytes = sum(v.numel() * v.element_size() for v in sets[0].values() if isinstance(v, self.torch.Tensor))
         wanted = min(len(msg["seeds"]), MAX_INPUT_SETS, max(1, MAX_INPUT_SET_BYTES // max(set_bytes, 1)))
         sets += [self.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"][1:wanted]]
         kwargs = {k: msg[k] for k in ("reps", "warmup") if msg.get(k)}
+        t_inputs = time.monotonic() - t0
         res = time_call(self._wrapped(), sets, **kwargs)
         self.reply({"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
-                    "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets)})
+                    "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),
+                    "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}})
 
     def on_counters(self, msg: dict) -> None:
         from sandbox.counters import collect
@@ -281,8 +300,13 @@ class Worker:
             record = rec.to_json()
         self.reply({"kind": "counters", "record": record})
 
+    def on_ab_time(self, msg: dict) -> None:
+        from sandbox.ab import on_ab_time
+        on_ab_time(self, msg)
+
     # ---- main loop -------------------------------------------------------------------------------
-    def serve(self) -> None:
+    def serve(self, warm_cuda: bool = False) -> None:
+        t0 = time.monotonic()
         import torch
         self.torch = torch
         torch.backends.cuda.matmul.allow_tf32 = False   # baselines time the same fp32 math the parent checks
@@ -294,10 +318,20 @@ class Worker:
             hello["triton"] = triton.__version__
         except Exception as e:  # noqa: BLE001 - reported, the parent decides
             hello["triton_error"] = f"{type(e).__name__}: {e}"
+        stage_s = {"imports": time.monotonic() - t0}
+        if warm_cuda and torch.cuda.is_available():
+            # CUDA context up before the parent has a candidate for this worker (pre-started workers)
+            t1 = time.monotonic()
+            torch.cuda.set_device(0)
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
+            stage_s["cuda_init"] = time.monotonic() - t1
+        hello["stage_s"] = stage_s
         self.device = torch.device("cpu")
         self.reply(hello)
         handlers = {"setup": self.on_setup, "compile": self.on_compile, "check": self.on_check, "dsl": self.on_dsl,
-                    "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters}
+                    "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters,
+                    "ab_time": self.on_ab_time}
         while True:
             try:
                 msg, _ = protocol.recv_blocking(self.rx)
@@ -365,12 +399,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--replies", type=int, required=True)
     ap.add_argument("--file-size-limit", type=int, required=True)
     ap.add_argument("--address-space-limit", type=int, default=None)
+    ap.add_argument("--warm-cuda", action="store_true", help="create the CUDA context before the first request")
     ap.add_argument("--loopback-up", action="store_true", help="bring up lo (only inside a new network namespace)")
     args = ap.parse_args(argv)
     _apply_limits(args.file_size_limit, args.address_space_limit)
     worker = Worker(args.requests, args.replies)
     worker.loopback = _bring_loopback_up() if args.loopback_up else None
-    worker.serve()
+    worker.serve(warm_cuda=args.warm_cuda)
 
 
 if __name__ == "__main__":

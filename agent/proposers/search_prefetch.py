@@ -45,15 +45,15 @@ CompileFn = Callable[[str, str], CompileCheck]
 
 def sandbox_compile_check(source: str, op: str) -> CompileCheck:
     """Lint and compile gates of the sandbox on one candidate, at the operator's first shape."""
-    from benchmarks.hardware import load_hardware
     from benchmarks.registry import load_operator
-    from sandbox.evaluation import EvalRequest, evaluate
+    from sandbox.evaluation import evaluate
+    from sandbox.session import compile_only_request
+    from sandbox.settings import SandboxSettings
 
     spec = load_operator(op)
     if not spec.shapes:
         return CompileCheck(True, note=f"operator {op} has no shapes: not pre-compiled")
-    req = EvalRequest(op=op, source=source, shapes=spec.shapes[:1], hardware=load_hardware("h200"), trials=1,
-                      holdout=False, timing=False, correctness=False, interpreter=True, timeout_s=300.0)
+    req = compile_only_request(op, source, settings=SandboxSettings(timeout_s=300.0))
     result = evaluate(req)
     kernels = result.compile_info.get("kernels") or []
     spills = max((int(k.get("spills_bytes") or 0) for k in kernels if isinstance(k, dict)), default=0)

@@ -18,6 +18,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from sandbox.settings import SandboxSettings  # noqa: E402 - after the path insert; imports no torch
+
 
 def run_corpus(load_hardware, evaluate, EvalRequest, corpus, log, only: str = "") -> list[dict]:
     hw = load_hardware("h200")
@@ -31,8 +33,8 @@ def run_corpus(load_hardware, evaluate, EvalRequest, corpus, log, only: str = ""
         spec = load_operator(head["op"])
         shapes = corpus.visible_shapes(spec, head)
         t0 = time.time()
-        res = evaluate(EvalRequest(op=head["op"], source=text, shapes=shapes, hardware=hw,
-                                   timeout_s=float(head.get("timeout_s", 120))))
+        res = evaluate(EvalRequest(op=head["op"], source=text, shapes=tuple(shapes), hardware=hw,
+                                   settings=SandboxSettings(timeout_s=float(head.get("timeout_s", 120)))))
         want_stage = head.get("stage")
         ok = (res.verdict == "accepted") if head["expect"] == "accept" else (
             res.verdict == "rejected" and (want_stage is None or res.failed_stage in want_stage.split("|")))
@@ -52,8 +54,9 @@ def seed_twice(load_hardware, load_operator, evaluate, EvalRequest, op: str, cou
     shapes = spec.select("hot")
     runs = []
     for i in range(2):
-        res = evaluate(EvalRequest(op=op, source=Path(spec.seed_path).read_text(), shapes=shapes,
-                                   hardware=load_hardware("h200"), counters=counters and i == 0, counter_shapes=2))
+        res = evaluate(EvalRequest(op=op, source=Path(spec.seed_path).read_text(), shapes=tuple(shapes),
+                                   hardware=load_hardware("h200"),
+                                   settings=SandboxSettings(counters=counters and i == 0, counter_shapes=2)))
         runs.append(res)
     return runs
 

@@ -12,6 +12,7 @@ import pytest
 from benchmarks.hardware import load_hardware
 from benchmarks.registry import load_operator
 from sandbox.corpus import corpus_files, parse_header, visible_shapes
+from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate
 from sandbox.verdict import STAGES
 
@@ -43,9 +44,8 @@ def test_corpus_file(path: Path):
     head = parse_header(source)
     gpu = head["needs"] == "gpu"
     spec = load_operator(head["op"])
-    req = EvalRequest(op=head["op"], source=source, shapes=visible_shapes(spec, head),
-                      hardware=load_hardware("h200"), trials=2, timeout_s=float(head.get("timeout_s", 300)),
-                      interpreter=not gpu, timing=gpu)
+    req = make_request(head["op"], source, visible_shapes(spec, head), trials=2,
+                       timeout_s=float(head.get("timeout_s", 300)), interpreter=not gpu, timing=gpu)
     res = evaluate(req)
     summary = f"{path.name}: {res.verdict} at {res.failed_stage}: {res.reasons}"
     if head["expect"] == "accept":

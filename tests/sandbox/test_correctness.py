@@ -13,6 +13,7 @@ from benchmarks.hardware import load_hardware
 from benchmarks.registry import load_operator
 from benchmarks.spec import Shape, Tolerance
 from sandbox import correctness as cx
+from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
 
 TOL = Tolerance(atol=1e-3, rtol=1e-3, rel_l2=1e-3)
@@ -198,7 +199,7 @@ VISIBLE = (Shape.make("d1", {"T": 1, "H": 128}, weight=2.0), Shape.make("d4", {"
 def _request(source: str, **kw) -> EvalRequest:
     kw.setdefault("timeout_s", 180.0)
     kw.setdefault("interpreter", True)       # the same checks on any machine
-    return EvalRequest(op="rms_norm", source=source, shapes=VISIBLE, hardware=load_hardware("h200"), **kw)
+    return make_request("rms_norm", source, VISIBLE, **kw)
 
 
 @pytest.mark.interpreter

@@ -11,6 +11,7 @@ import pytest
 
 from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
+from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
 
 pytestmark = pytest.mark.gpu
@@ -77,7 +78,7 @@ def rms_norm(x, weight, eps=1e-6):
 
 def request(source: str, **kw) -> EvalRequest:
     kw.setdefault("timeout_s", 600.0)
-    return EvalRequest(op="rms_norm", source=source, shapes=SHAPES, hardware=load_hardware("h200"), **kw)
+    return make_request("rms_norm", source, SHAPES, **kw)
 
 
 def test_honest_kernel_is_timed_scored_and_described():
@@ -142,3 +143,34 @@ def test_counters_are_recorded_or_say_why_not():
     assert "available" in res.counters
     if not res.counters["available"]:
         assert res.counters.get("reason")
+
+
+def test_a_run_sandbox_times_every_stage_and_reuses_the_sealed_cache():
+    from sandbox.session import Sandbox
+    from sandbox.settings import SandboxSettings
+    with Sandbox(SandboxSettings(timeout_s=600.0)) as sb:
+        first = sb(request(HONEST))
+        second = sb(request(HONEST))
+    assert first.accepted and second.accepted, (first.reasons, second.reasons)
+    stages = dict(first.stage_times)
+    for name in ("imports", "cuda_init", "compile.gate", "references", "correctness", "holdouts", "dsl", "floor",
+                 "timing.graph", "timing.eager", "recheck"):
+        assert name in stages, name
+    assert any(k.startswith("compile.kernel._rms_norm_kernel") for k in stages)
+    assert second.environment["worker_prestarted"] is True
+    assert "sealed cache of this source reused" in second.environment["compile_cache"]
+
+
+def test_ab_in_one_worker_gives_paired_rounds_for_both_kernels():
+    from sandbox.session import Sandbox
+    from sandbox.settings import SandboxSettings
+    with Sandbox(SandboxSettings(timeout_s=600.0, ab_rounds=8)) as sb:
+        series = sb.measure_ab(request(HONEST, correctness=False), HONEST)
+    assert series.error is None, series.error
+    assert series.shape_ids == tuple(s.id for s in SHAPES) and series.rounds == 8
+    assert all(len(x) == 8 for x in series.a + series.b)
+    assert series.floor_s and series.floor_s > 0
+    # the same kernel on both sides: per-shape medians within a factor of two of each other
+    import statistics
+    for a, b in zip(series.a, series.b):
+        assert 0.5 < statistics.median(a) / statistics.median(b) < 2.0

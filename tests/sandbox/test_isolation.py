@@ -16,6 +16,7 @@ import pytest
 
 from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
+from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
 from sandbox.isolation import TAIL_BYTES, describe_exit, network_namespace_support, tail
 
@@ -113,7 +114,7 @@ def request(source: str, **kw) -> EvalRequest:
     kw.setdefault("timeout_s", 120.0)
     kw.setdefault("trials", 2)
     kw.setdefault("interpreter", True)
-    return EvalRequest(op="scale_add", source=source, shapes=SHAPES, hardware=load_hardware("h200"), **kw)
+    return make_request("scale_add", source, SHAPES, **kw)
 
 
 def test_honest_candidate_is_accepted_with_its_environment(op_dir):
@@ -272,3 +273,42 @@ def test_bad_requests_raise_usage_errors(op_dir):
         evaluate(request(""), operator_dir=op_dir)
     with pytest.raises(ValueError, match="dsl_threshold"):
         evaluate(request(candidate(), dsl_threshold=90), operator_dir=op_dir)
+
+
+def test_a_run_sandbox_hands_out_prestarted_fresh_workers_and_records_stage_times(op_dir):
+    """Second evaluation of a run takes the worker started during the first: a different process, which had
+    imported torch and triton before it was asked; both evaluations record where their time went."""
+    from sandbox.session import Sandbox
+    from sandbox.settings import SandboxSettings
+    with Sandbox(SandboxSettings(trials=1, timeout_s=120.0), operator_dir=op_dir) as sb:
+        first = sb(request(candidate()))
+        second = sb(request(candidate()))
+        assert sb.pool.started == 3                 # first, its spare (taken by the second), the second's spare
+    assert first.accepted and second.accepted, (first.reasons, second.reasons)
+    assert first.environment["worker_prestarted"] is False and second.environment["worker_prestarted"] is True
+    stages = dict(first.stage_times)
+    for name in ("worker_start", "imports", "setup", "lint", "compile.gate", "references", "correctness"):
+        assert name in stages and stages[name] >= 0, name
+    assert "worker_wait" in dict(second.stage_times) and "imports" not in dict(second.stage_times)
+    assert sum(v for k, v in first.stage_times if ".kernel." not in k) <= first.wall_s + 1e-6
+
+
+def test_a_spare_that_died_is_replaced_not_reused():
+    from sandbox.prestart import WorkerPool
+    with WorkerPool() as pool:
+        w1, pre1 = pool.take(interpreter=True, timeout_s=60.0)
+        spare = next(iter(pool._spares.values()))
+        spare.kill_group()
+        w2, pre2 = pool.take(interpreter=True, timeout_s=60.0)
+        assert (pre1, pre2) == (False, False) and w2 is not spare and w2.proc.pid != w1.proc.pid
+        w1.close()
+        w2.close()
+
+
+def test_precompile_runs_lint_and_compile_only_for_each_source(op_dir):
+    from sandbox.session import Sandbox
+    with Sandbox(operator_dir=op_dir) as sb:
+        ok, broken = sb.precompile("scale_add", [candidate(), candidate(head="import os\n")], shapes=SHAPES[:1])
+    assert ok.accepted and ok.compile_info.get("kernels"), ok.reasons
+    assert not ok.shapes[0].max_abs_err                      # no correctness trial ran
+    assert broken.failed_stage == "lint"

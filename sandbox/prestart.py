@@ -1,0 +1,58 @@
+"""Pre-started workers: the next evaluation's process is spawned while the current one runs.
+
+A worker spends seconds before it can take a request: Python start-up, `import torch, triton`, and on a
+GPU the CUDA context. A `WorkerPool` starts one spare worker per kind (interpreter or GPU, network
+namespace or not) as soon as it hands one out, so that cost overlaps the current evaluation instead of
+adding to the next. Trust is unchanged: a spare has run no candidate code (it has only imported torch
+and triton and, on a GPU, created its context); every evaluation still takes a fresh process and kills
+it at the end; a spare that died while waiting is replaced, never reused.
+
+The spare's start-up competes for host CPU with the current evaluation for a few seconds; device timing
+is read from CUDA events inside graph replays, so host load does not enter the scored time.
+"""
+from __future__ import annotations
+
+from sandbox.isolation import WorkerProcess
+
+
+class WorkerPool:
+    def __init__(self, *, prestart: bool = True):
+        self.prestart = prestart
+        self._spares: dict[tuple[bool, bool], WorkerProcess] = {}
+        self.started = 0           # workers spawned (for tests and the stage breakdown)
+
+    def _spawn(self, interpreter: bool, network_namespace: bool, timeout_s: float) -> WorkerProcess:
+        self.started += 1
+        return WorkerProcess(interpreter=interpreter, timeout_s=timeout_s, network_namespace=network_namespace,
+                             warm_cuda=not interpreter).start()
+
+    def take(self, *, interpreter: bool, timeout_s: float, network_namespace: bool = True
+             ) -> tuple[WorkerProcess, bool]:
+        """(a started worker armed with `timeout_s`, whether it was pre-started); starts the next spare."""
+        key = (bool(interpreter), bool(network_namespace))
+        worker = self._spares.pop(key, None)
+        if worker is not None and not worker.alive():
+            worker.close()
+            worker = None
+        prestarted = worker is not None
+        if worker is None:
+            worker = self._spawn(interpreter, network_namespace, timeout_s)
+        worker.arm(timeout_s)
+        if self.prestart:
+            try:
+                self._spares[key] = self._spawn(interpreter, network_namespace, timeout_s)
+            except OSError:
+                pass   # no spare this time; the next take spawns one itself
+        return worker, prestarted
+
+    def close(self) -> None:
+        """Kill every spare (they never ran candidate code; nothing is lost)."""
+        for worker in self._spares.values():
+            worker.close()
+        self._spares.clear()
+
+    def __enter__(self) -> "WorkerPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,67 @@
+"""The sandbox's own settings: how strictly and how fast every evaluation of a run is judged.
+
+One frozen object, shared by every evaluation of a run. `agent.config.SandboxConfig` is this class (the
+config loader reads its fields and their docstrings), so a YAML key `sandbox.trials` reaches the worker
+through exactly one conversion: none. What differs between two evaluations of one run (which kernel,
+which shapes, timing or correctness only) is in `sandbox.evaluation.EvalRequest`, not here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    timeout_s: float = 900.0
+    """Wall-clock limit of one evaluation; the worker's whole process group is killed past it."""
+    trials: int = 3
+    """Correctness trials per visible shape, each with fresh random inputs re-filled into the same buffers."""
+    holdout: bool = True
+    """Also check hidden hold-out shapes that no proposer is shown."""
+    holdout_trials: int = 1
+    """Correctness trials per hidden hold-out shape. One is enough for what hold-outs catch (kernels
+    special-cased to the visible shapes); stale results cached by pointer are caught on the visible shapes'
+    re-filled trials. Each hold-out trial still has fresh inputs and poisoned outputs."""
+    dsl_threshold: float = 0.9
+    """Minimum share of GPU time spent in the candidate's own @triton.jit kernels."""
+    gpu_memory_fraction: float = 0.9
+    """Cap on the worker's share of GPU memory."""
+    counters: bool = False
+    """Collect Nsight Compute counters for the top-weighted shapes in full evaluations (slow: minutes)."""
+    counter_shapes: int = 2
+    """How many top-weighted shapes ncu profiles."""
+    require_features: tuple[str, ...] = ()
+    """Architecture features the compiled kernel must use, e.g. ("wgmma",)."""
+    network_namespace: bool = True
+    """Run the worker in a new network namespace (unshare -n) where Linux allows it."""
+    prestart: bool = True
+    """Start the next worker (imports done, CUDA context up) while the current evaluation runs. Every
+    candidate still gets a fresh process; a started worker has run no candidate code."""
+    compile_cache: bool = True
+    """One Triton cache directory per candidate source (sha256), shared by the evaluations of that source
+    in a run and sealed after its first evaluation (sandbox/compile_cache.py); off: the worker's private
+    home, nothing shared."""
+    compile_in_worker: bool = True
+    """On a GPU, run the compile gate inside the worker (it is already the sandboxed process) instead of
+    a second child process that imports torch and triton again. The interpreter always uses the child."""
+    ab_rounds: int = 30
+    """Rounds of an A/B re-measure in one worker: each round times both kernels (A B, then B A) on every
+    shape, one CUDA-graph replay pair each, L2 flushed."""
+
+    def validate(self) -> None:
+        """Raise ValueError naming the value, the limit and a fix."""
+        if self.trials < 1:
+            raise ValueError(f"sandbox.trials={self.trials}: at least 1 correctness trial per shape is needed "
+                             f"(3 is the default)")
+        if self.holdout_trials < 1:
+            raise ValueError(f"sandbox.holdout_trials={self.holdout_trials}: at least 1 (the default)")
+        if not 0 < self.gpu_memory_fraction <= 1:
+            raise ValueError(f"sandbox.gpu_memory_fraction={self.gpu_memory_fraction} must be in (0, 1]")
+        if self.timeout_s <= 0:
+            raise ValueError(f"sandbox.timeout_s={self.timeout_s} must be positive")
+        if not 0 <= self.dsl_threshold <= 1:
+            raise ValueError(f"sandbox.dsl_threshold={self.dsl_threshold} must be a share in [0, 1] (0.9 is the "
+                             f"default)")
+        if self.ab_rounds < 4:
+            raise ValueError(f"sandbox.ab_rounds={self.ab_rounds}: the paired test needs at least 4 rounds "
+                             f"(30 is the default)")
