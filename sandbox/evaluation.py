@@ -165,8 +165,8 @@ class _Evaluation(GpuGates, Conversation):
     @activity.setter
     def activity(self, text: str) -> None:   # every stage and shape sets it: the progress hook's one source
         self._activity = text
-        if getattr(self, "progress", None) is not None:
-            self.progress(self.stage or "set-up", "a hidden shape" if getattr(self, "in_holdout", False) else text)
+        if getattr(self, "progress", None) is not None and self.stage is not None:   # nothing started before lint
+            self.progress(self.stage, "a hidden shape" if getattr(self, "in_holdout", False) else text)
 
     def _setup(self) -> dict:
         return {"baseline": self.req.baseline, "candidate_sources": [] if self.req.baseline else [self.req.source]}

@@ -66,11 +66,12 @@ def test_a_record_keeps_the_hot_dims_and_separately_the_dims_that_ran():
     """The real sandbox under the interpreter, on a candidate the lint rejects (nothing runs: fast)."""
     from benchmarks.hardware import load_hardware
     from sandbox import EvalRequest, evaluate
+    from sandbox.settings import SandboxSettings
     spec = load_operator("gemm")
     shape = spec.select("hot")[0]
     src = "import torch\n\ndef gemm(a, b):\n    return torch.matmul(a, b)\n"
-    result = evaluate(EvalRequest(op="gemm", source=src, shapes=(shape,), hardware=load_hardware("h200"), trials=1,
-                                  holdout=False))
+    result = evaluate(EvalRequest(op="gemm", source=src, shapes=(shape,), hardware=load_hardware("h200"),
+                                  settings=SandboxSettings(trials=1, holdout=False)))
     row = result.shapes[0]
     assert result.failed_stage == "lint"
     assert row.dims == dict(shape.dim)                                   # the hot shape, as t_roof_us is
@@ -86,11 +87,13 @@ def test_bench_progress_names_each_stage_and_shape_and_prints_one_line_per_stage
     from benchmarks.hardware import load_hardware
     from benchmarks.spec import Shape
     from sandbox import EvalRequest, evaluate
+    from sandbox.settings import SandboxSettings
     spec = load_operator("rms_norm")
     calls = []
     shape = Shape.make("tiny", {"T": 2, "H": 64}, dtype="fp32", weight=1.0)
     result = evaluate(EvalRequest(op="rms_norm", source=open(spec.seed_path).read(), shapes=(shape,),
-                                  hardware=load_hardware("h200"), trials=1, holdout=True),
+                                  hardware=load_hardware("h200"),
+                                  settings=SandboxSettings(trials=1, holdout=True)),
                       progress=lambda stage, what: calls.append((stage, what)))
     assert result.accepted, result.reasons
     stages = [s for s, _ in calls]
