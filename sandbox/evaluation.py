@@ -227,6 +227,9 @@ class _Evaluation(GpuGates):
             self._compile(w)
         if req.correctness:
             self._check_all(w, list(zip(req.shapes, self.rows)))
+            if not req.baseline:   # which kernels and CONFIGS entries each visible shape uses (for the search)
+                from sandbox import launch_record
+                launch_record.collect(self, w, list(zip(req.shapes, self.rows)))
             holdouts = self._holdouts()
             if holdouts:
                 rows = [self._row(s, holdout=True) for s in holdouts]

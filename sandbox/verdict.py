@@ -32,6 +32,12 @@ class ShapeResult:
     holdout: bool = False                # hidden shape: never shown to a proposer
     suspect: bool = False                # T_ref / T > 1: re-measured and flagged, never rewarded
     error: str | None = None
+    launches: Any = None                 # sandbox.launch_record.ShapeLaunches (visible shapes of a candidate only)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.launches, dict):     # read back from JSON
+            from sandbox.launch_record import ShapeLaunches
+            self.launches = ShapeLaunches.from_json(self.launches)
 
     @property
     def passed(self) -> bool:
@@ -78,7 +84,8 @@ class EvalResult:
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["shapes"] = [dataclasses.asdict(s) for s in self.shapes]
+        d["shapes"] = [{**dataclasses.asdict(s), "launches": s.launches.to_json() if s.launches is not None else None}
+                       for s in self.shapes]
         return d
 
     @staticmethod
