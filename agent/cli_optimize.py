@@ -19,6 +19,7 @@ from typing import List, Optional
 import typer
 
 PROPOSERS = ("llm", "search", "scripted")
+MAX_SAMPLES = 64      # parallel LLM requests per iteration: more is a typo, or a rate limit waiting to happen
 
 
 def _usage(message: str) -> typer.Exit:
@@ -132,6 +133,9 @@ def optimize(
     override: List[str] = typer.Option([], "-c", help="config override key.path=value"),
     no_dropout: bool = typer.Option(False, "--no-dropout", help="turn optimization dropout off"),
     rng_seed: int = typer.Option(0, "--seed", help="seed for dropout and the proposers' randomness"),
+    samples: int = typer.Option(1, "--samples", help="candidates per iteration: the LLM gets N requests in "
+                                "parallel, the search proposes its N best-ranked moves; all that differ are "
+                                "evaluated, the best goes to acceptance (each counts as one of --iterations)"),
 ):
     """Improve an operator's Triton kernel: measure, propose, check, accept only real gains, repeat."""
     from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
@@ -150,6 +154,8 @@ def optimize(
         raise _usage(str(e))
     if no_dropout:
         cfg = dataclasses.replace(cfg, dropout=dataclasses.replace(cfg.dropout, enabled=False))
+    if samples < 1 or samples > MAX_SAMPLES:
+        raise _usage(f"--samples {samples}: give 1 to {MAX_SAMPLES} candidates per iteration (1 is the default)")
     if proposer is not None and proposer not in PROPOSERS:
         raise _usage(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSERS)}")
     try:
@@ -212,7 +218,7 @@ def optimize(
         prop = _proposer(name, plan.model, scripts, skip, cfg, plan.rng_seed, _alternatives(kb, plan.op, cfg))
         from sandbox import evaluate
         loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=evaluate,
-                    retriever=retriever, progress=progress)
+                    retriever=retriever, progress=progress, samples=samples)
         progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
                          + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
         outcome = loop.run(resume=bool(resume))

@@ -7,6 +7,13 @@ trail before the loop moves on; an accepted kernel is written to runs/RUN_ID/ (a
 into the database before the next proposal, so a kill at any point loses no accepted kernel and
 `--resume RUN_ID` continues from the records (agent.memory.restore rebuilds the state).
 
+Samples (`--samples N`): each step asks the proposer for N candidates at once (agent/proposers/base.py
+`propose_samples`: an LLM's N requests run in parallel, the search gives its N best-ranked moves),
+evaluates every one that differs from the incumbent, from each other and from any candidate the run
+already evaluated (by source hash), and takes only the best-scoring valid one to acceptance; each
+sample is its own iteration record (so `--iterations` still counts proposals, and resume is unchanged),
+the others decided by rule "sample". Token and dollar budgets count every sample.
+
 Acceptance: agent/acceptance.py (interleaved A/B, noise-aware; a correctness-only stand-in when
 there is no timing). Memory and optimization dropout: agent/memory.py. Budgets: agent/budget.py.
 """
@@ -27,10 +34,12 @@ from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_dec
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted
 from agent.memory import Memory, RunState, lesson, redact_holdout, restore, visible_per_shape
+from agent.proposers.base import propose_samples
 from agent.progress import Progress, Status, summary_rows, summary_table
 from agent.types import IterationRecord, OperatorContract, Proposal, ProposalContext, Snippet
 from sandbox.verdict import EvalResult
 
+RULE_SAMPLE = "sample"      # passed every gate but another sample of the same round scored higher
 Evaluator = Callable[[Any], EvalResult]          # sandbox.EvalRequest -> EvalResult
 Scorer = Callable[[EvalResult], "float | None"]
 FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
@@ -110,8 +119,11 @@ class Outcome:
 class Loop:
     def __init__(self, plan: RunPlan, cfg, proposer, audit: Audit, contract: OperatorContract, run_id: str, *,
                  evaluate: Evaluator, score: Scorer = run_score, feedback: FeedbackBuilder | None = None,
-                 retriever: Retriever | None = None, progress: Progress | None = None):
+                 retriever: Retriever | None = None, progress: Progress | None = None, samples: int = 1):
+        if samples < 1:
+            raise ValueError(f"samples={samples}: a step needs at least 1 candidate (1 is the default)")
         self.plan, self.cfg, self.proposer, self.audit, self.contract = plan, cfg, proposer, audit, contract
+        self.samples = samples
         self.run_id, self.evaluate, self.score = run_id, evaluate, score
         self.feedback = feedback or _default_feedback
         self.retriever = retriever or NoRetrieval()
@@ -135,34 +147,81 @@ class Loop:
             return self._end(reason)
 
     def step(self) -> None:
-        it, st = self.st.iteration, self.st
-        ctx = self._context(it)
-        self._show(it, "proposing")
-        proposal = self._propose(ctx)
-        st.used = st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
-        self.final_proposal = bool(proposal.meta.get("final"))
+        """One round: propose `samples` candidates, evaluate those that differ, accept at most the best."""
+        st = self.st
+        first = st.iteration
+        ctx = self._context(first)
+        self._show(first, "proposing")
+        proposals = self._propose(ctx, self._round_size())
+        for p in proposals:
+            st.used = st.used.plus(tokens=p.usage.tokens, usd=p.usage.usd)
+        self.final_proposal = any(p.meta.get("final") for p in proposals)
+        # what each sample is: None (no source), a duplicate note, or a result to compare
+        shas, notes, results = [], [], []
+        for k, proposal in enumerate(proposals):
+            sha = self.audit.put_source(proposal.source) if proposal.source is not None else ""
+            earlier = st.seen.get(sha)
+            twin = shas.index(sha) if sha and sha in shas else None
+            note = None
+            if sha and sha == st.incumbent_sha:
+                note = "duplicate of the incumbent; not re-evaluated"
+            elif earlier is not None:
+                note = f"duplicate of iteration #{earlier.iteration} ({earlier.lesson}); not re-evaluated"
+            elif twin is not None:
+                note = f"duplicate of iteration #{first + twin} (an earlier sample of this round); not re-evaluated"
+            shas.append(sha)
+            notes.append(note)
+            results.append(None)
+        todo = [k for k, p in enumerate(proposals) if p.source is not None and notes[k] is None]
+        if todo and not st.interpreter and hasattr(self.proposer, "prefetch"):
+            self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times these
+        for n, k in enumerate(todo):
+            self._show(first + k, "evaluating" + (f" sample {n + 1}/{len(todo)}" if len(todo) > 1 else ""))
+            results[k], _ = self._evaluate(proposals[k].source, shas[k], "candidate", first + k, full=True)
+            for flag in review_flags(st.incumbent_result, results[k]):
+                results[k].flags.append(flag)
+                self.progress.message(f"review: {flag}")
+        best = self._best_sample(results, todo)
+        for k, proposal in enumerate(proposals):
+            self._conclude(first + k, k, proposal, shas[k], notes[k], results, best, len(todo))
+
+    def _round_size(self) -> int:
+        """`samples`, but never past the iteration budget (each sample is an iteration)."""
+        limit = self.plan.limits.iterations
+        left = self.samples if limit is None else limit - self.st.used.iterations
+        return max(1, min(self.samples, left))
+
+    def _best_sample(self, results: list, todo: list[int]) -> int | None:
+        """The sample that goes to acceptance: the best score among those that passed every gate (the
+        first passing one when nothing is timed)."""
+        passed = [k for k in todo if results[k].accepted]
+        if not passed:
+            return None
+        scored = [(self.score(results[k]), -k) for k in passed]
+        timed = [x for x in scored if x[0] is not None]
+        return -max(timed)[1] if timed else passed[0]
+
+    def _conclude(self, it: int, k: int, proposal: Proposal, sha: str, note: str | None, results: list,
+                  best: int | None, evaluated: int) -> None:
+        result = results[k]
+        st = self.st
         if proposal.source is None:
             why = lesson(None, accepted=False, error=proposal.error or "the proposer returned no source")
             rec = IterationRecord(it, "", proposal.changed or "(no candidate)", proposal.why, "error", "proposer",
                                   None, {}, why)
-            result = EvalResult(op=self.plan.op, reasons=[why])
-            return self._commit(rec, proposal, result, Decision(False, "proposer", why), evaluated=False)
-        sha = self.audit.put_source(proposal.source)
-        earlier = st.seen.get(sha)
-        if sha == st.incumbent_sha or earlier is not None:
-            what = "the incumbent" if sha == st.incumbent_sha else f"iteration #{earlier.iteration} ({earlier.lesson})"
-            why = f"duplicate of {what}; not re-evaluated"
-            rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, why)
             return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[why]),
-                                Decision(False, "duplicate", why), sha, evaluated=False)
-        if not st.interpreter and hasattr(self.proposer, "prefetch"):
-            self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times this one
-        self._show(it, "evaluating")
-        result, _ = self._evaluate(proposal.source, sha, "candidate", it, full=True)
-        for flag in review_flags(st.incumbent_result, result):
-            result.flags.append(flag)
-            self.progress.message(f"review: {flag}")
-        decision = self._decide(result, proposal.source, sha, it)
+                                Decision(False, "proposer", why), evaluated=False)
+        if note is not None:
+            rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, note)
+            return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[note]),
+                                Decision(False, "duplicate", note), sha, evaluated=False)
+        if k == best or not result.accepted:
+            decision = self._decide(result, proposal.source, sha, it)
+        else:
+            rival = results[best]
+            decision = Decision(False, RULE_SAMPLE, f"passed every gate, but sample #{it - k + best} of this round "
+                                f"scored higher ({_fmt(self.score(rival))} vs {_fmt(self.score(result))}); "
+                                f"only the best of {evaluated} goes to acceptance")
         measured = [x for x in decision.candidate if math.isfinite(x)]
         score = statistics.median(measured) if measured else self.score(result)
         verdict, stage = ("accepted", None) if decision.accept else (
@@ -206,11 +265,11 @@ class Loop:
         return ProposalContext(self.contract, st.incumbent_source, st.incumbent_score, text, inc, snippets,
                                st.memory.visible(), it, self.plan.rng_seed + it)
 
-    def _propose(self, ctx: ProposalContext) -> Proposal:
+    def _propose(self, ctx: ProposalContext, n: int) -> list[Proposal]:
         try:
-            return self.proposer.propose(ctx)
+            return propose_samples(self.proposer, ctx, n)
         except Exception as e:   # an LLM outage or a proposer bug is recorded; the loop goes on
-            return Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")
+            return [Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")]
 
     def _request(self, source: str, full: bool, baseline: str | None = None):
         from sandbox import EvalRequest
@@ -411,6 +470,10 @@ class Loop:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+
+
+def _fmt(score: float | None) -> str:
+    return "untimed" if score is None else f"{score:.4f}"
 
 
 def _default_feedback(contract, result, diagnoses) -> str:
