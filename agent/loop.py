@@ -219,7 +219,7 @@ class Loop:
             decision = self._decide(result, proposal.source, sha, it)
         else:
             rival = results[best]
-            decision = Decision(False, RULE_SAMPLE, f"passed every gate, but sample #{it - k + best} of this round "
+            decision = Decision(False, RULE_SAMPLE, f"sample #{it - k + best} of this round "
                                 f"scored higher ({_fmt(self.score(rival))} vs {_fmt(self.score(result))}); "
                                 f"only the best of {evaluated} goes to acceptance")
         measured = [x for x in decision.candidate if math.isfinite(x)]
