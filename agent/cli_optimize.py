@@ -21,6 +21,7 @@ from typing import List, Optional
 import typer
 
 PROPOSERS = ("llm", "search", "scripted")
+MAX_SAMPLES = 64      # parallel LLM requests per iteration: more is a typo, or a rate limit waiting to happen
 
 
 from agent.cli_errors import EXIT_PROVIDER, check_number, read_kernel, usage_error as _usage
@@ -137,6 +138,9 @@ def optimize(
                                            "-c llm.api_base=URL"),
     no_probe: bool = typer.Option(False, "--no-probe", help="skip the one tiny request that checks the LLM "
                                   "provider, model and key before the seed is evaluated"),
+    samples: int = typer.Option(1, "--samples", help="candidates per iteration: the LLM gets N requests in "
+                                "parallel, the search proposes its N best-ranked moves; all that differ are "
+                                "evaluated, the best goes to acceptance (each counts as one of --iterations)"),
 ):
     """Improve an operator's Triton kernel: measure, propose, check, accept only real gains, repeat."""
     from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
@@ -163,6 +167,8 @@ def optimize(
         raise _usage(str(e))
     if no_dropout:
         cfg = dataclasses.replace(cfg, dropout=dataclasses.replace(cfg.dropout, enabled=False))
+    if samples < 1 or samples > MAX_SAMPLES:
+        raise _usage(f"--samples {samples}: give 1 to {MAX_SAMPLES} candidates per iteration (1 is the default)")
     if proposer is not None and proposer not in PROPOSERS:
         raise _usage(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSERS)}")
     try:
@@ -244,7 +250,7 @@ def optimize(
             from sandbox import Sandbox
             with Sandbox(cfg.sandbox) as sandbox:   # the run's pre-started workers and compile cache
                 loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=sandbox,
-                            retriever=retriever, progress=progress)
+                            retriever=retriever, progress=progress, samples=samples)
                 progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
                                  + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
                 try:

@@ -11,6 +11,13 @@ resume folds the stored ones, so a resumed run has the state it had. A candidate
 session already evaluated is never evaluated again: an offline proposer hears the recorded outcome
 (`observe`) and is asked again, which also replays its own search state.
 
+Samples (`--samples N`): each step asks the proposer for N candidates at once (the LLM's N requests in
+parallel, agent/proposers/base.py `propose_samples`; the search gives its N best-ranked moves), evaluates
+every one that differs from the incumbent, from each other and from any candidate the run already
+evaluated (by source hash), and takes only the best-scoring valid one to acceptance; each sample is its
+own iteration record (so `--iterations` counts proposals and resume is unchanged), the others decided by
+rule "sample". Token and dollar budgets count every sample.
+
 Acceptance: agent/acceptance.py (interleaved A/B, noise-aware; a correctness-only stand-in when
 there is no timing). Memory and optimization dropout: agent/memory.py. Budgets: agent/budget.py.
 """
@@ -34,11 +41,13 @@ from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted
 from agent.holdout import redact_holdout
 from agent.memory import lesson, visible_per_shape
+from agent.proposers.base import propose_samples
 from agent.state import RunState, restore, step
 from agent.progress import Progress, Status, summary_rows, summary_table
 from agent.types import IterationRecord, OperatorContract, Proposal, ProposalContext, Snippet
 from sandbox.verdict import EvalResult
 
+RULE_SAMPLE = "sample"      # passed every gate but another sample of the same round scored higher
 Evaluator = Callable[[Any], EvalResult]          # sandbox.EvalRequest -> EvalResult
 Scorer = Callable[[EvalResult], "float | None"]
 FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
@@ -128,8 +137,11 @@ class Outcome:
 class Loop:
     def __init__(self, plan: RunPlan, cfg, proposer, audit: Audit, contract: OperatorContract, run_id: str, *,
                  evaluate: Evaluator, score: Scorer = run_score, feedback: FeedbackBuilder | None = None,
-                 retriever: Retriever | None = None, progress: Progress | None = None):
+                 retriever: Retriever | None = None, progress: Progress | None = None, samples: int = 1):
+        if samples < 1:
+            raise ValueError(f"samples={samples}: a step needs at least 1 candidate (1 is the default)")
         self.plan, self.cfg, self.proposer, self.audit, self.contract = plan, cfg, proposer, audit, contract
+        self.samples = samples
         self.run_id, self.evaluate, self.score = run_id, evaluate, score
         self.feedback = feedback or _default_feedback
         self.retriever = retriever or NoRetrieval()
@@ -156,35 +168,98 @@ class Loop:
             return self._end(reason)
 
     def step(self) -> None:
-        it, st = self.st.iteration, self.st
-        ctx = self._context(it)
-        self._show(it, "proposing")
-        proposal = self._propose_new(ctx)
-        self.final_proposal = bool(proposal.meta.get("final"))
-        if proposal.meta.get("fatal"):   # the provider refused for good (key, model): exit code 3
-            self.fatal_error = proposal.error or "fatal proposer error"
+        """One round: propose `samples` candidates, evaluate those that differ, accept at most the best."""
+        st = self.st
+        first = st.iteration
+        ctx = self._context(first)
+        self._show(first, "proposing")
+        proposals = self._propose_round(ctx, self._round_size())
+        self.final_proposal = any(p.meta.get("final") for p in proposals)
+        for p in proposals:
+            if p.meta.get("fatal"):   # the provider refused for good (key, model): exit code 3
+                self.fatal_error = self.fatal_error or p.error or "fatal proposer error"
+        # what each sample is: a duplicate note, or a result to compare
+        shas, notes, results = [], [], []
+        for proposal in proposals:
+            sha = self.audit.put_source(proposal.source) if proposal.source is not None else ""
+            earlier = st.seen.get(sha) if sha and sha != st.incumbent_sha else None
+            note = None
+            if sha and sha == st.incumbent_sha:
+                note = "duplicate of the incumbent; not re-evaluated"
+            elif earlier is not None:
+                note = f"duplicate of iteration #{earlier.iteration} ({earlier.lesson}); not re-evaluated"
+            elif sha and sha in shas:
+                note = (f"duplicate of iteration #{first + shas.index(sha)} (an earlier sample of this round); "
+                        f"not re-evaluated")
+            shas.append(sha)
+            notes.append(note)
+            results.append(None)
+        todo = [k for k, p in enumerate(proposals) if p.source is not None and notes[k] is None]
+        if todo and not st.interpreter and hasattr(self.proposer, "prefetch"):
+            self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times these
+        for n, k in enumerate(todo):
+            self._show(first + k, "evaluating" + (f" sample {n + 1}/{len(todo)}" if len(todo) > 1 else ""))
+            results[k], _ = self._evaluate(proposals[k].source, shas[k], "candidate", first + k, full=True)
+            for flag in review_flags(st.incumbent_result, results[k]):
+                results[k].flags.append(flag)
+                self.progress.message(f"review: {flag}")
+        best = self._best_sample(results, todo)
+        for k, proposal in enumerate(proposals):
+            self._conclude(first + k, k, proposal, shas[k], notes[k], results, best, len(todo))
+
+    def _round_size(self) -> int:
+        """`samples`, but never past the iteration budget (each sample is an iteration)."""
+        limit = self.plan.limits.iterations
+        left = self.samples if limit is None else limit - self.st.used.iterations
+        return max(1, min(self.samples, left))
+
+    def _propose_round(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """n proposals: a proposer with propose_many answers them at once (the LLM's parallel requests);
+        any other is asked n times, each ask replaying an earlier session's move as _propose_new does."""
+        if n > 1 and callable(getattr(self.proposer, "propose_many", None)):
+            try:
+                out = propose_samples(self.proposer, ctx, n)
+            except Exception as e:   # an LLM outage or a proposer bug is recorded; the loop goes on
+                out = [Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")]
+            for proposal in out:     # every sample's tokens and dollars count (as _propose counts one)
+                self.st.used = self.st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
+            return out
+        out: list[Proposal] = []
+        for _ in range(n):
+            out.append(self._propose_new(ctx))
+            if out[-1].meta.get("final") or out[-1].meta.get("fatal"):
+                break
+        return out
+
+    def _best_sample(self, results: list, todo: list[int]) -> int | None:
+        """The sample that goes to acceptance: the best score among those that passed every gate (the
+        first passing one when nothing is timed)."""
+        passed = [k for k in todo if results[k].accepted]
+        if not passed:
+            return None
+        scored = [(self.score(results[k]), -k) for k in passed]
+        timed = [x for x in scored if x[0] is not None]
+        return -max(timed)[1] if timed else passed[0]
+
+    def _conclude(self, it: int, k: int, proposal: Proposal, sha: str, note: str | None, results: list,
+                  best: int | None, evaluated: int) -> None:
+        result = results[k]
         if proposal.source is None:
             why = lesson(None, accepted=False, error=proposal.error or "the proposer returned no source")
             rec = IterationRecord(it, "", proposal.changed or "(no candidate)", proposal.why, "error", "proposer",
                                   None, {}, why)
-            result = EvalResult(op=self.plan.op, reasons=[why])
-            return self._commit(rec, proposal, result, Decision(False, "proposer", why), evaluated=False)
-        sha = self.audit.put_source(proposal.source)
-        earlier = st.seen.get(sha) if sha != st.incumbent_sha else None
-        if sha == st.incumbent_sha or earlier is not None:
-            what = "the incumbent" if earlier is None else f"iteration #{earlier.iteration} ({earlier.lesson})"
-            why = f"duplicate of {what}; not re-evaluated"
-            rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, why)
             return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[why]),
-                                Decision(False, "duplicate", why), sha, evaluated=False)
-        if not st.interpreter and hasattr(self.proposer, "prefetch"):
-            self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times this one
-        self._show(it, "evaluating")
-        result, _ = self._evaluate(proposal.source, sha, "candidate", it, full=True)
-        for flag in review_flags(st.incumbent_result, result):
-            result.flags.append(flag)
-            self.progress.message(f"review: {flag}")
-        decision = self._decide(result, proposal.source, sha, it)
+                                Decision(False, "proposer", why), evaluated=False)
+        if note is not None:
+            rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, note)
+            return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[note]),
+                                Decision(False, "duplicate", note), sha, evaluated=False)
+        if k == best or not result.accepted:
+            decision = self._decide(result, proposal.source, sha, it)
+        else:
+            decision = Decision(False, RULE_SAMPLE, f"sample #{it - k + best} of this round scored higher "
+                                f"({_fmt(self.score(results[best]))} vs {_fmt(self.score(result))}); only the "
+                                f"best of {evaluated} goes to acceptance")
         measured = [x for x in decision.candidate if math.isfinite(x)]
         score = statistics.median(measured) if measured else self.score(result)
         verdict, stage = ("accepted", None) if decision.accept else (
@@ -461,6 +536,10 @@ class Loop:
         finally:
             for s, h in old.items():
                 signal.signal(s, h)
+
+
+def _fmt(score: float | None) -> str:
+    return "untimed" if score is None else f"{score:.4f}"
 
 
 def _default_feedback(contract, result, diagnoses) -> str:

@@ -51,6 +51,7 @@ class LaunchRecord:
     # change vectorization, so an offline compile without them would not be the GPU's compile.
     divisible_by_16: tuple[str, ...] = ()
     options: dict[str, object] = field(default_factory=dict)   # other launch options (num_ctas, maxnreg ...)
+    grid: tuple[int, ...] = ()          # the first launch's grid, resolved (sandbox/launch_record.py)
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ class LaunchRecorder:
         @functools.wraps(original)
         def run(kernel, *args, **kwargs):
             try:
-                recorder._record(kernel, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")})
+                recorder._record(kernel, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
+                                 kwargs.get("grid"))
             except Exception as exc:    # recording must never change what the launch does
                 name = getattr(getattr(kernel, "fn", None), "__name__", "?")
                 recorder.errors.append(f"kernel {name}: launch not recorded: {type(exc).__name__}: {exc}")
@@ -150,7 +152,7 @@ class LaunchRecorder:
         self._binders[id(kernel)] = (binder, params, kernel)
         return binder, params
 
-    def _record(self, kernel, args: tuple, kwargs: dict) -> None:
+    def _record(self, kernel, args: tuple, kwargs: dict, grid=None) -> None:
         fn = kernel.fn
         name = fn.__name__
         binder, params = self._binder(kernel)
@@ -166,12 +168,24 @@ class LaunchRecorder:
         extra = {k: v for k, v in options.items()
                  if k not in ("num_warps", "num_stages", "debug", "instrumentation_mode")}
         record = LaunchRecord(name, signature, constexprs, int(options.get("num_warps", 4)),
-                              int(options.get("num_stages", 3)), tuple(aligned), extra)
+                              int(options.get("num_stages", 3)), tuple(aligned), extra, _resolve_grid(grid, bound))
         key = (name, tuple(sorted(signature.items())), repr(sorted(constexprs.items(), key=lambda kv: kv[0])))
         self.functions.setdefault(name, kernel if type(kernel).__name__ == "JITFunction" else fn)
         if key not in self._keys:
             self._keys.add(key)
             self.records.append(record)
+
+
+def _resolve_grid(grid, bound) -> tuple[int, ...]:
+    """The launch grid as ints: a callable grid gets the bound arguments, as triton's launcher does."""
+    try:
+        if callable(grid):
+            grid = grid(dict(bound))
+        if isinstance(grid, int):
+            grid = (grid,)
+        return tuple(int(g) for g in grid)
+    except Exception:   # noqa: BLE001 - a grid we cannot read is left out, never an error
+        return ()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -189,6 +189,10 @@ class _Evaluation(GpuGates, Conversation):
         if req.correctness:
             with self._minus_references("correctness"):
                 self._check_all(w, list(zip(req.shapes, self.rows)))
+            if not req.baseline:   # which kernels and CONFIGS entries each visible shape uses (for the search)
+                from sandbox import launch_record
+                with self._timed("launch_record"):
+                    launch_record.collect(self, w, list(zip(req.shapes, self.rows)))
             holdouts = self._holdouts()
             if holdouts:
                 rows = [self._row(s, holdout=True) for s in holdouts]

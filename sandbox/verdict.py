@@ -34,6 +34,12 @@ class ShapeResult:
     error: str | None = None
     ran_dims: dict[str, int] | None = None   # the dims that actually ran when not `dims` (the interpreter's
                                              # scaled-down shapes); `dims` and t_roof_us are the hot shape's
+    launches: Any = None                 # sandbox.launch_record.ShapeLaunches (visible shapes of a candidate only)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.launches, dict):     # read back from JSON
+            from sandbox.launch_record import ShapeLaunches
+            self.launches = ShapeLaunches.from_json(self.launches)
 
     @property
     def passed(self) -> bool:
@@ -82,7 +88,8 @@ class EvalResult:
 
     def to_json(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["shapes"] = [dataclasses.asdict(s) for s in self.shapes]
+        d["shapes"] = [{**dataclasses.asdict(s), "launches": s.launches.to_json() if s.launches is not None else None}
+                       for s in self.shapes]
         return d
 
     @staticmethod

@@ -273,6 +273,14 @@ class Worker:
         self.reply({"kind": "dsl", "share": float(share), "per_kernel_us": {str(k): float(v)
                                                                               for k, v in per_kernel.items()}})
 
+    def on_launches(self, msg: dict) -> None:
+        """The launch record of one visible shape (sandbox/launch_record.py): one extra, unchecked call."""
+        from sandbox.launch_record import record_launches
+        inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seed"])
+        record = record_launches(lambda: self.call(inputs), sys.modules.get(CANDIDATE_MODULE),
+                                 lambda e: getattr(e, "fatal", False) or _is_cuda_or_oom(e))
+        self.reply({"kind": "launches", "record": record.to_json()})
+
     def on_floor(self, msg: dict) -> None:
         from sandbox.timing import measure_floor
         self.reply({"kind": "floor", "t_floor_s": float(measure_floor())})
@@ -331,7 +339,7 @@ class Worker:
         self.reply(hello)
         handlers = {"setup": self.on_setup, "compile": self.on_compile, "check": self.on_check, "dsl": self.on_dsl,
                     "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters,
-                    "ab_time": self.on_ab_time}
+                    "ab_time": self.on_ab_time, "launches": self.on_launches}
         while True:
             try:
                 msg, _ = protocol.recv_blocking(self.rx)

@@ -20,3 +20,24 @@ class Proposer(Protocol):
     def propose(self, ctx: ProposalContext) -> Proposal: ...
 
     def observe(self, proposal: Proposal, result: Any, accepted: bool) -> None: ...
+
+
+def propose_samples(proposer: Proposer, ctx: ProposalContext, n: int) -> list[Proposal]:
+    """n candidates for one round (`aka optimize --samples N`). A proposer with `propose_many(ctx, n)`
+    answers them itself (the LLM proposer sends its n requests in parallel); any other is asked n times in
+    a row (the search then gives its n best-ranked moves: each call takes the next one off its ranking).
+    The round ends early at a final proposal (nothing more will follow)."""
+    if n < 1:
+        raise ValueError(f"n={n}: a round needs at least one proposal")
+    many = getattr(proposer, "propose_many", None)
+    if n > 1 and callable(many):
+        out = list(many(ctx, n))
+        if not out:
+            raise RuntimeError(f"proposer {proposer.name}.propose_many returned no proposal")
+        return out
+    out = []
+    for _ in range(n):
+        out.append(proposer.propose(ctx))
+        if out[-1].meta.get("final"):
+            break
+    return out

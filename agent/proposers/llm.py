@@ -10,6 +10,13 @@ Usage accounting (agent.types.Usage), per proposal: `calls` are model calls that
 dollars as the provider reported them (see llm_clients for how each SDK is priced). The loop
 enforces budgets; the proposer only reports.
 
+Samples (`aka optimize --samples N`, agent/proposers/base.py): `propose_many(ctx, n)` sends the n
+conversations in parallel threads, sample k at temperature llm.temperature + 0.1 k (capped at 1.5):
+the first sample is what a single proposal would be, the others explore further. Each sample is a
+Proposal with its own Usage, so the loop's token and dollar budgets count every one. (The clients take
+no per-request seed; providers that ignore temperature, such as Anthropic's Messages API here,
+still differ between samples by their own sampling.)
+
 Errors: transient failures are retried with backoff inside the client call; when retries run out
 the proposal carries the error. Rejected credentials or an unknown model (401/403/404) cannot get
 better by repeating, so that proposal is marked final and the loop stops. Every error message is
@@ -17,7 +24,9 @@ scrubbed of anything that looks like an API key before it is recorded.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +39,13 @@ from agent.proposers.llm_extract import extract_kernel, scrub_secrets, summary_l
 from agent.types import Proposal, ProposalContext, Usage
 
 _API_MODULES = frozenset({"openai", "anthropic", "litellm", "httpx", "httpcore"})
+TEMPERATURE_STEP = 0.1     # between the samples of one round
+MAX_TEMPERATURE = 1.5      # hotter replies stop being kernels more often than they find new ones
+
+
+def sample_temperatures(base: float, n: int) -> list[float]:
+    """The temperature of each of n samples: the configured one first, then 0.1 hotter each."""
+    return [round(min(MAX_TEMPERATURE, max(base, base + TEMPERATURE_STEP * k)), 3) for k in range(n)]
 
 
 def _is_api_error(exc: BaseException) -> bool:
@@ -70,32 +86,57 @@ class LLMProposer:
         self.model = model
         self.cfg: LLMConfig = getattr(cfg, "llm", cfg) or LLMConfig()
         self.client = client or make_client(model, self.cfg)
+        self._injected = client is not None      # a given client has one temperature: samples share it
+        self._sample_clients: dict[float, ChatClient] = {self.cfg.temperature: self.client}
         self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
         self.templates_dir = templates_dir
         self.total = Usage()
 
     # ---- protocol -----------------------------------------------------------------------------
     def propose(self, ctx: ProposalContext) -> Proposal:
+        return self._done(self._conversation(ctx, self.client, {}))
+
+    def propose_many(self, ctx: ProposalContext, n: int) -> list[Proposal]:
+        """n samples for one round, requested in parallel (module docstring)."""
+        temps = sample_temperatures(self.cfg.temperature, n)
+        jobs = [(self._client_at(t), {"sample": k, "temperature": self.cfg.temperature if self._injected else t})
+                for k, t in enumerate(temps)]
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="llm-sample") as pool:
+            proposals = list(pool.map(lambda job: self._conversation(ctx, *job), jobs))
+        return [self._done(p) for p in proposals]
+
+    def _client_at(self, temperature: float) -> ChatClient:
+        if self._injected:
+            return self.client
+        if temperature not in self._sample_clients:
+            self._sample_clients[temperature] = make_client(self.model, dataclasses.replace(
+                self.cfg, temperature=temperature))
+        return self._sample_clients[temperature]
+
+    def _conversation(self, ctx: ProposalContext, client: ChatClient, extra: dict[str, Any]) -> Proposal:
         tally = _Tally()
         messages = build_prompt(ctx, self.templates_dir)
+
+        def meta() -> dict[str, Any]:      # read when the proposal is made: the tally fills in as calls return
+            return {**self._meta(tally), **extra}
         try:
-            reply = self._call(messages, tally)
+            reply = self._call(client, messages, tally)
             source = extract_kernel(reply.text, ctx.contract.name)
             if source is None:
                 tally.malformed += 1
                 messages = messages + [{"role": "assistant", "content": reply.text.strip() or "(empty reply)"},
                                        corrective_message(ctx.contract, self.templates_dir)]
-                reply = self._call(messages, tally)
+                reply = self._call(client, messages, tally)
                 source = extract_kernel(reply.text, ctx.contract.name)
                 if source is None:
                     tally.malformed += 1
-                    return self._done(Proposal(
-                        source=None, usage=tally.usage(), meta=self._meta(tally),
+                    return Proposal(
+                        source=None, usage=tally.usage(), meta=meta(),
                         error=f"the model's reply held no kernel twice (a ```python block defining "
-                              f"{ctx.contract.name}(...) and a @triton.jit kernel), even after a corrective turn"))
+                              f"{ctx.contract.name}(...) and a @triton.jit kernel), even after a corrective turn")
         except ProposerConfigError as exc:
-            return self._done(Proposal(source=None, usage=tally.usage(), error=scrub_secrets(str(exc)),
-                                       meta={**self._meta(tally), "final": True, "fatal": True}))
+            return Proposal(source=None, usage=tally.usage(), error=scrub_secrets(str(exc)),
+                            meta={**meta(), "final": True, "fatal": True})
         except Exception as exc:
             if not _is_api_error(exc):
                 raise                       # a bug of ours, not the provider's: the loop records it
@@ -103,27 +144,27 @@ class LLMProposer:
             fatal = status in FATAL_STATUS
             hint = (" (check the API key and the model name; aka stops here)" if fatal else
                     f" after {tally.retries} retries" if is_transient(exc) else "")
-            return self._done(Proposal(
+            return Proposal(
                 source=None, usage=tally.usage(),
                 error=scrub_secrets(f"{self.model}: {type(exc).__name__}"
                                     f"{f' (HTTP {status})' if status else ''}: {exc}")[:1000] + hint,
-                meta={**self._meta(tally), **({"final": True, "fatal": True} if fatal else {})}))
+                meta={**meta(), **({"final": True, "fatal": True} if fatal else {})})
         changed, why = summary_lines(reply.text)
-        return self._done(Proposal(source=source, changed=changed or f"revision by {self.model}", why=why,
-                                   usage=tally.usage(), meta=self._meta(tally)))
+        return Proposal(source=source, changed=changed or f"revision by {self.model}", why=why,
+                        usage=tally.usage(), meta=meta())
 
     def observe(self, proposal: Proposal, result: Any, accepted: bool) -> None:
         """Nothing to learn between calls: the next context carries the memory records."""
 
     # ---- parts --------------------------------------------------------------------------------
-    def _call(self, messages: list[dict[str, str]], tally: _Tally) -> ChatReply:
-        say = retry_line(self.model, getattr(self.client, "endpoint", "?"), self.cfg.max_retries)
+    def _call(self, client: ChatClient, messages: list[dict[str, str]], tally: _Tally) -> ChatReply:
+        say = retry_line(self.model, getattr(client, "endpoint", "?"), self.cfg.max_retries)
 
         def on_retry(exc: BaseException, n: int, wait: float) -> None:
             tally.retries += 1
             say(exc, n, wait)
 
-        reply = call_with_retries(lambda: self.client.complete(messages), max_retries=self.cfg.max_retries,
+        reply = call_with_retries(lambda: client.complete(messages), max_retries=self.cfg.max_retries,
                                   backoff_s=self.backoff_s, max_backoff_s=self.max_backoff_s, on_retry=on_retry,
                                   deadline=tally.started + self.cfg.proposal_timeout_s, attempt_s=self.cfg.timeout_s,
                                   max_retry_after_s=self.cfg.max_retry_after_s)

@@ -4,7 +4,13 @@ How it searches
 1. The space is the incumbent's CONFIGS literal (agent/proposers/search_space.py): every int under
    a name is a slot with a grid of values (powers of two for block sizes, 1-16 warps, 1-6 stages,
    ...) and a side of the roofline it acts on (memory | compute | both).
-2. The profile prunes moves (`read_profile`):
+2. The launch record prunes and orders moves (agent/proposers/search_usage.py): only the CONFIGS
+   leaves that a scored shape's launcher read are moved (a bucket no scored shape reaches is left as
+   it is), each with the regime of the shapes that read it, and, until the model below has data,
+   the leaves read by the heaviest shapes are tried first. Without a record every leaf is movable.
+   Structural switches (bools, 0/1 USE_*-style ints, SEARCH_SPACE choices) are slots like tile
+   sizes, so a bucket can flip its code path as well as its tiles.
+   The profile prunes moves (`read_profile`):
    - regime: the weighted majority (>= 2/3 of the weight) of the visible shapes' roofline `bound`
      in ctx.incumbent_result; Nsight counters override it when decisive (a kernel at >= 70% of DRAM
      or SM peak). A memory-bound kernel is offered only memory- and both-side moves (no num_stages,
@@ -55,6 +61,7 @@ from agent.proposers.search_model import AdditiveModel
 from agent.proposers.search_prefetch import DEFAULT_MAX_SPILL_BYTES, CompileFn, CompilePool, sandbox_compile_check
 from agent.proposers.search_space import (ConfigsLiteral, SearchSpaceError, Slot, apply_config, config_key,
                                           get_at, read_configs, set_at)
+from agent.proposers.search_usage import Usage, read_usage
 from agent.types import Proposal, ProposalContext
 
 REGIME_SHARE = 2 / 3          # weight share of one bound that makes the kernel's regime
@@ -71,11 +78,14 @@ class Profile:
     reduce: bool = False               # failing shapes or spills: only shrinking moves
     low_occupancy: bool = False
     notes: tuple[str, ...] = ()
+    from_counters: bool = False        # the regime is Nsight's, for the whole kernel (not per bucket)
 
-    def allows(self, side: str) -> bool:
-        if self.regime == "memory":
+    def allows(self, side: str, regime: str | None = None) -> bool:
+        """`regime`: that of the shapes using the slot (launch record); the kernel's when None."""
+        regime = self.regime if regime is None or self.from_counters else regime
+        if regime == "memory":
             return side in ("memory", "both")
-        if self.regime == "compute":
+        if regime == "compute":
             return side in ("compute", "both")
         return True
 
@@ -107,10 +117,11 @@ def read_profile(result: dict[str, Any] | None) -> Profile:
     notes = []
     kernels = _counter_kernels(result)
     dram, sm = _mean(kernels, "dram_pct"), _mean(kernels, "sm_pct")
+    measured = False
     if dram is not None and dram >= DECISIVE_PCT and dram >= (sm or 0.0):
-        regime, notes = "memory", notes + [f"ncu: {dram:.0f}% of DRAM peak"]
+        regime, notes, measured = "memory", notes + [f"ncu: {dram:.0f}% of DRAM peak"], True
     elif sm is not None and sm >= DECISIVE_PCT and sm > (dram or 0.0):
-        regime, notes = "compute", notes + [f"ncu: {sm:.0f}% of SM peak"]
+        regime, notes, measured = "compute", notes + [f"ncu: {sm:.0f}% of SM peak"], True
     failing = [r.get("id", "?") for r in rows if r.get("error")]
     compiled = (result.get("compile_info") or {}).get("kernels") or []
     spills = max([int(k.get("spills_bytes") or 0) for k in compiled if isinstance(k, dict)]
@@ -123,7 +134,7 @@ def read_profile(result: dict[str, Any] | None) -> Profile:
     low = occupancy is not None and occupancy < LOW_OCCUPANCY_PCT
     if low:
         notes.append(f"achieved occupancy {occupancy:.0f}%: smaller tiles first")
-    return Profile(regime, bool(failing) or spills > 0, low, tuple(notes))
+    return Profile(regime, bool(failing) or spills > 0, low, tuple(notes), measured)
 
 
 def _jsonable(value: Any) -> Any:
@@ -169,6 +180,8 @@ class SearchProposer:
         self._point: Any = None
         self._point_score: float | None = None
         self._profile = Profile()
+        self._usage = Usage()
+        self._usage_sig: tuple = ()
         self._queue: list[Move] = []
         self._queue_sig: tuple | None = None
         self._momentum: tuple[tuple, int] | None = None
@@ -252,6 +265,11 @@ class SearchProposer:
         if self._rng is None:
             self._rng = random.Random(self.seed if self.seed is not None else ctx.seed)
         self._profile = read_profile(ctx.incumbent_result)
+        usage = read_usage(ctx.incumbent_result)
+        sig = (usage.known, tuple(sorted(usage.shapes.items(), key=repr)))
+        if sig != self._usage_sig:
+            self._usage, self._usage_sig = usage, sig
+            self._model, self._pool_configs = None, None
         if ctx.incumbent_source == self._incumbent:
             return
         self._incumbent = ctx.incumbent_source
@@ -287,7 +305,7 @@ class SearchProposer:
 
     def _next_move(self) -> Move | None:
         if self._lit is not None:
-            sig = (config_key(self._point), self._profile, len(self._points.get(self._body, [])))
+            sig = (config_key(self._point), self._profile, self._usage_sig, len(self._points.get(self._body, [])))
             if sig != self._queue_sig:      # a new climb point, profile or measurement: re-rank
                 self._queue, self._queue_sig = self._neighbours(), sig
             jump = self._jump()
@@ -300,7 +318,9 @@ class SearchProposer:
         return self._next_alternative() or (self._restart() if self._lit is not None else None)
 
     def _movable(self) -> list[Slot]:
-        return [s for s in self._slots if self._profile.allows(s.rule.side)]
+        """Slots a scored shape uses (launch record), on the side of the roofline its shapes sit."""
+        return [s for s in self._slots if self._usage.uses(s.path)
+                and self._profile.allows(s.rule.side, self._usage.regime(s.path))]
 
     def _neighbours(self) -> list[Move]:
         prof, moves = self._profile, []
@@ -317,19 +337,23 @@ class SearchProposer:
                 if prof.reduce and not slot.rule.shrinks(current, new):
                     continue
                 config = set_at(self._point, slot.path, new)
+                used = self._usage.describe(slot.path)
                 moves.append(Move("neighbour", "", self._key(config), config,      # source: when taken
                                   f"{slot.label()}: {current} -> {new}",
-                                  f"hill-climb step ({prof.describe()})", slot.path, step))
+                                  f"hill-climb step{'; ' + used if used else ''} ({prof.describe()})",
+                                  slot.path, step))
         self._rng.shuffle(moves)
         model = self._fitted_model()
 
-        def priority(m: Move) -> tuple[int, float]:
+        def priority(m: Move) -> tuple[int, float, float]:
             if self._momentum == (m.slot, m.step):
-                return 0, 0.0
+                return 0, 0.0, 0.0
             slot = next(s for s in self._slots if s.path == m.slot)
             shrinking = slot.rule.shrinks(get_at(self._point, m.slot), get_at(m.config, m.slot))
             first = 1 if prof.low_occupancy and shrinking else 2
-            return first, -model.optimistic(m.config) if model is not None else 0.0
+            # the model, once fit, says which move gains most; before, the heaviest shapes' slots go first
+            weight = -self._usage.weight_of(m.slot)
+            return (first, -model.optimistic(m.config), weight) if model is not None else (first, weight, 0.0)
         return sorted(moves, key=priority)
 
     # ---- the model: rank moves, jump across the space ----------------------------------------

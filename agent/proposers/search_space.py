@@ -26,8 +26,15 @@ search may try and the *side* of the roofline the knob acts on:
   num_ctas, maxnreg, other ints   fixed                                  -
   min_*/max_* keys and all below  fixed (bucket bounds, launch policy)   -
 
+Structural switches (a constexpr that picks a code path: 1-D vs 2-D grid, persistent grid, TMA, eviction
+hints) are slots too:
+  a bool (True/False)             False True                             both
+  a 0/1 int named USE_*, ENABLE_*, 0 1                                    both
+    HAS_*, *_2D, *_1D, PERSISTENT*, *TMA*
+  any value (int, bool, str) named in SEARCH_SPACE: its declared values, in the declared order
+
 A module-level `SEARCH_SPACE = {"NAME": [values...]}` literal overrides the grid of a name (for a
-kernel that, say, needs BLOCK_H >= H). A move shrinks resource use when it lowers a block size or
+kernel that, say, needs BLOCK_H >= H, or a switch among several code paths: `"EVICT": ["", "evict_first"]`). A move shrinks resource use when it lowers a block size or
 num_stages (registers and shared memory per CTA).
 
 `apply_config` rewrites only the changed numbers in place, so the rest of the file, comments
@@ -63,12 +70,14 @@ class Rule:
     side: str               # memory | compute | both
     lo: int = 1
     hi: int = 1
-    choices: tuple[int, ...] = ()
+    choices: tuple[Any, ...] = ()
 
-    def grid(self, value: int) -> tuple[int, ...]:
+    def grid(self, value: Any) -> tuple[Any, ...]:
         """The values the search may give this slot, always including the current one."""
         if self.kind == "fixed":
             return (value,)
+        if self.kind in ("switch", "declared"):      # declared order; bools and strings stay what they are
+            return tuple(self.choices) + tuple(() if _in(value, self.choices) else (value,))
         if self.choices:
             values = set(self.choices)
         elif self.kind == "stages":
@@ -83,6 +92,17 @@ class Rule:
 
 
 _POW2 = (1, 2, 4, 8, 16)
+_SWITCH_NAME = re.compile(r"^(USE|ENABLE|HAS|DO)_|_[12]D$|PERSISTENT|TMA")
+
+
+def _in(value: Any, choices: tuple) -> bool:
+    """Membership by value and type (True is not 1 here: a switch keeps the literal's spelling)."""
+    return any(type(c) is type(value) and c == value for c in choices)
+
+
+def is_switch(name: Any, value: Any) -> bool:
+    return isinstance(value, bool) or (isinstance(name, str) and value in (0, 1) and type(value) is int
+                                       and bool(_SWITCH_NAME.search(name.upper())))
 
 
 def is_policy_name(name: Any) -> bool:
@@ -91,12 +111,16 @@ def is_policy_name(name: Any) -> bool:
     return isinstance(name, str) and bool(re.search(r"(^|_)(MIN|MAX)(_|$)", name.upper()))
 
 
-def rule_for(name: str, value: int, declared: dict[str, tuple[int, ...]] | None = None) -> Rule:
+def rule_for(name: str, value: Any, declared: dict[str, tuple[Any, ...]] | None = None) -> Rule:
     upper = name.upper()
     if declared and name in declared:
         side = rule_for(name, value).side
         return Rule("declared", side if side in SIDES else "both", choices=tuple(declared[name]))
     if upper in ("NUM_CTAS", "MAXNREG") or is_policy_name(name):
+        return Rule("fixed", "both")
+    if is_switch(name, value):
+        return Rule("switch", "both", choices=(False, True) if isinstance(value, bool) else (0, 1))
+    if not isinstance(value, int) or isinstance(value, bool):
         return Rule("fixed", "both")
     if upper == "NUM_WARPS" or upper.endswith("_WARPS"):
         return Rule("warps", "both", choices=_POW2)
@@ -129,7 +153,7 @@ Path = tuple[Any, ...]
 class Slot:
     path: Path              # keys/indices from the top of CONFIGS to the value
     name: str               # the key the value sits under
-    value: int
+    value: Any              # an int, or a switch's bool / declared value
     rule: Rule
 
     def label(self) -> str:
@@ -142,7 +166,7 @@ class ConfigsLiteral:
     source: str
     node: ast.expr          # the literal's expression node
     value: Any              # ast.literal_eval of it
-    declared: dict[str, tuple[int, ...]]
+    declared: dict[str, tuple[Any, ...]]
 
     @property
     def span(self) -> tuple[int, int]:
@@ -230,22 +254,24 @@ def read_configs(source: str) -> ConfigsLiteral:
     except ValueError as exc:
         raise SearchSpaceError(f"{CONFIGS_NAME} at line {nodes[0].lineno} is not a literal ({exc}); write it "
                                f"with dict(...)/dict/list/tuple/number literals only, no names or calls") from None
-    declared: dict[str, tuple[int, ...]] = {}
+    declared: dict[str, tuple[Any, ...]] = {}
     space_nodes = _module_literal(tree, SPACE_NAME)
     if space_nodes:
         try:
             raw = literal_value(space_nodes[-1])
-            declared = {str(k): tuple(int(v) for v in vals) for k, vals in dict(raw).items()}
+            declared = {str(k): tuple(vals) for k, vals in dict(raw).items()}
+            if not all(vals and all(isinstance(v, (int, float, str)) for v in vals) for vals in declared.values()):
+                raise TypeError
         except (ValueError, TypeError):
             raise SearchSpaceError(f"{SPACE_NAME} at line {space_nodes[-1].lineno} must be a literal "
-                                   f"{{\"NAME\": [int, ...]}}") from None
+                                   f"{{\"NAME\": [value, ...]}} of ints, bools or strings") from None
     return ConfigsLiteral(source, nodes[0], value, declared)
 
 
 def _walk_slots(value: Any, path: Path, declared, frozen: bool = False) -> Iterator[Slot]:
     if isinstance(value, dict):
         for k, v in value.items():
-            if isinstance(v, int) and not isinstance(v, bool) and isinstance(k, str):
+            if isinstance(k, str) and (isinstance(v, int) or (isinstance(v, (str, float)) and k in declared)):
                 rule = rule_for(k, v, declared)
                 if frozen and k not in declared:
                     rule = Rule("fixed", rule.side)

@@ -62,6 +62,8 @@ def test_usage_errors_exit_2_with_a_fix(tmp_path):
     assert r.exit_code == 2 and "--iterations -1 is out of range [0, inf)" in r.output
     r = invoke(app, "optimize", "--resume", "nope", "-c", home)
     assert r.exit_code == 2 and "no run 'nope'" in r.output
+    r = invoke(app, "optimize", "--op", "rms_norm", "--samples", "0", "-c", home)
+    assert r.exit_code == 2 and "--samples 0" in r.output and "1 to 64" in r.output
 
 
 def test_optimize_then_review_and_export(tmp_path, cands):

@@ -310,3 +310,23 @@ def test_scrub_secrets(monkeypatch):
     for secret in ("plain-value-without-shape-42", "abcdefghijk123", "sk-proj-ABCDEFGH12345678", "zzzzzzzzzzzz"):
         assert secret not in out
     assert out.count("[REDACTED]") == 4
+
+
+def test_samples_are_parallel_requests_at_stepped_temperatures_each_with_its_usage(server):
+    from agent.proposers.base import propose_samples
+    from agent.proposers.llm import sample_temperatures
+    assert sample_temperatures(0.7, 3) == [0.7, 0.8, 0.9] and sample_temperatures(1.45, 2) == [1.45, 1.5]
+    server.push(Scripted(GOOD_REPLY, prompt_tokens=100, completion_tokens=10),
+                Scripted(GOOD_REPLY.replace("1024", "2048"), prompt_tokens=200, completion_tokens=20),
+                Scripted(NO_KERNEL_REPLY, prompt_tokens=300, completion_tokens=30),
+                Scripted(NO_KERNEL_REPLY, prompt_tokens=400, completion_tokens=40))
+    proposer = _proposer("openai/gpt-4o", server, temperature=0.7)
+    out = propose_samples(proposer, CTX, 3)
+    assert sorted(p.meta["sample"] for p in out) == [0, 1, 2]
+    assert [p.meta["temperature"] for p in out] == [0.7, 0.8, 0.9]
+    got = sorted(r.body["temperature"] for r in server.requests)
+    assert len(got) == 4 and set(got) <= {0.7, 0.8, 0.9} and len(set(got)) == 3   # one sample took a corrective turn
+    assert sum(p.source is not None for p in out) == 2
+    # every sample's tokens are counted, the failed one's two calls included
+    assert sum(p.usage.tokens for p in out) == proposer.total.tokens == 110 + 220 + 330 + 440
+    assert sum(p.usage.calls for p in out) == 4

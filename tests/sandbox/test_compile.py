@@ -109,7 +109,7 @@ def test_recorder_records_signature_constexprs_and_options(kernels):
     first, second = rec.records
     assert first == LaunchRecord("_scale_kernel",
                                  {"x_ptr": "*bf16", "y_ptr": "*bf16", "n": "i32", "scale": "fp32", "BLOCK": "constexpr"},
-                                 {"BLOCK": 128}, 4, 3, ("x_ptr", "y_ptr"), {})
+                                 {"BLOCK": 128}, 4, 3, ("x_ptr", "y_ptr"), {}, grid=(1,))
     # an int equal to 1 is specialized to a constexpr, as triton does on the GPU
     assert second.signature["n"] == "constexpr" and second.constexprs == {"n": 1, "BLOCK": 64}
     assert (second.num_warps, second.num_stages) == (2, 1)

@@ -1,0 +1,40 @@
+"""The recovery study's CPU parts: the badly tuned start it builds, and the table it reads."""
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.proposers.search_space import read_configs
+from agent.studies.recovery import MOE_TABLE, start_source, worst_valid_config
+from benchmarks.registry import load_operator
+from sandbox.lint import lint_source
+
+
+def _seed(op):
+    return Path(load_operator(op).seed_path).read_text()
+
+
+def test_the_worst_valid_config_skips_rows_with_a_failed_shape():
+    table = {"table": {"a": {"config": {"X": 1}, "score": 0.1, "t_us": {"s": float("nan")}},
+                       "b": {"config": {"X": 2}, "score": 0.3, "t_us": {"s": 5.0}},
+                       "c": {"config": {"X": 3}, "score": 0.6, "t_us": {"s": 2.0}}}}
+    assert worst_valid_config(table) == ({"X": 2}, 0.3)
+
+
+def test_fused_moe_starts_from_the_tables_worst_config_in_every_bucket():
+    config, _ = worst_valid_config(json.loads(MOE_TABLE.read_text()))
+    src, how = start_source("fused_moe", _seed("fused_moe"), None)
+    assert "worst valid config" in how
+    for _, bucket in read_configs(src).value["buckets"]:
+        assert bucket["BLOCK_M"] == config["BLOCK_M"] and bucket["GROUP_M"] == config["GROUP_M"]
+        for gemm in ("gemm1", "gemm2"):
+            assert {k: bucket[gemm][k] for k in ("BLOCK_N", "BLOCK_K", "num_warps", "num_stages")} == \
+                {k: config[k] for k in ("BLOCK_N", "BLOCK_K", "num_warps", "num_stages")}
+    assert lint_source(src, "fused_moe", load_operator("fused_moe").arg_names).ok
+
+
+def test_other_operators_start_detuned_and_a_name_that_matches_nothing_is_refused():
+    src, _ = start_source("rms_norm", _seed("rms_norm"), None)
+    assert all((b["ROWS"], b["num_warps"]) == (1, 1) for b in read_configs(src).value["by_block_h"].values())
+    with pytest.raises(SystemExit, match="match no tunable"):
+        start_source("rms_norm", _seed("rms_norm"), {"BLOCK_Q": 4})
