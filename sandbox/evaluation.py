@@ -20,13 +20,15 @@ from sandbox import correctness as cx
 from sandbox.correctness import HarnessError, Rejected
 from sandbox.gpu_gates import GpuGates
 from sandbox.isolation import WorkerFailure, WorkerProcess
+from sandbox.trial_evidence import TrialEvidence, interpreter_limitation
 from sandbox.verdict import EvalResult, ShapeResult
 
 BASELINES = ("eager", "compile")
 _HOLDOUT_PROBLEMS = {"type": "the output is not exactly a torch.Tensor", "dtype": "the output has the wrong dtype",
                      "shape": "the output has the wrong shape", "device": "the output is on the wrong device",
                      "alias": "the output shares memory with an input",
-                     "stream": "the output was not ready in the caller's stream (side stream?)"}
+                     "stream": "the output was not ready in the caller's stream (side stream?)",
+                     "layout": "the output is not contiguous (output layout rule)"}
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def _validate(req: EvalRequest) -> None:
         raise ValueError(f"dsl_threshold={req.dsl_threshold} must be a share in [0, 1] (0.9 is the default)")
 
 
-class _Evaluation(GpuGates):
+class _Evaluation(GpuGates, TrialEvidence):
     def __init__(self, req: EvalRequest, operator_dir: str | None, lint: bool):
         import torch
         _validate(req)
@@ -99,6 +101,7 @@ class _Evaluation(GpuGates):
         self.stage: str | None = None        # the gate whose request is in flight
         self.activity = "starting the worker"
         self.in_holdout = False
+        self.fault_rule: str | None = None   # set while a fault would break a named rule (the read-only-input call)
         hw = req.hardware
         self.result = EvalResult(op=req.op, interpreter=self.interpreter, hardware=hw.name, ceilings={
             "name": hw.name, "gpu_name": hw.gpu_name, "source": hw.source, "bandwidth_tbs": hw.bandwidth_tbs,
@@ -179,7 +182,8 @@ class _Evaluation(GpuGates):
                     raise HarnessError(f"the worker failed before the candidate was loaded: {e.reason}\n"
                                        f"stderr:\n{w.stderr_tail()}") from None
                 where = "a hidden hold-out shape" if self.in_holdout else self.activity
-                raise Rejected(self.stage, f"{e.reason}, during {where}") from None
+                rule = f"{self.fault_rule} ({e.reason}, during {where})" if self.fault_rule else None
+                raise Rejected(self.stage, rule or f"{e.reason}, during {where}") from None
             finally:
                 if not res.stdout_tail and not res.stderr_tail:
                     res.stdout_tail, res.stderr_tail = w.stdout_tail(), w.stderr_tail()
@@ -197,6 +201,13 @@ class _Evaluation(GpuGates):
                 message = (f"the candidate raised {str(header.get('exc_type') or 'an exception')[:80]}{oom} "
                            f"(message withheld: it could reveal the shape)")
             where = "a hidden hold-out shape" if self.in_holdout else self.activity
+            if self.fault_rule:
+                message = f"{self.fault_rule} ({message}"
+                where += ")"
+            limitation = interpreter_limitation(self.req.source, str(header.get("exc_type") or ""), self.interpreter)
+            if limitation:
+                self.result.interpreter_limitation = limitation
+                message = f"{limitation}. The interpreter said: {message}"
             raise Rejected(self.stage or "compile", f"{message} (during {where})")
         if got != kind:
             raise Rejected(self.stage or "compile", f"protocol violation on the private result pipe: expected "
@@ -225,6 +236,9 @@ class _Evaluation(GpuGates):
         req = self.req
         if not req.baseline:
             self._compile(w)
+        fast_dsl = not (self.interpreter or not req.timing or req.baseline)
+        if fast_dsl:    # reject fast: a mostly-PyTorch candidate stops here, before minutes of trials
+            self._dsl(w, req.shapes[:1])
         if req.correctness:
             self._check_all(w, list(zip(req.shapes, self.rows)))
             holdouts = self._holdouts()
@@ -237,7 +251,7 @@ class _Evaluation(GpuGates):
         if self.interpreter or not req.timing:
             return
         if not req.baseline:
-            self._dsl(w)
+            self._dsl(w, req.shapes[1:] if fast_dsl else req.shapes)
         self._time(w, req.shapes, self.rows)
         if req.counters:
             self._counters(w)
@@ -290,19 +304,21 @@ class _Evaluation(GpuGates):
         seeds = [cx.derive_seed(self.base_seed, purpose, shape.id, t) for t in range(trials)]
         w.send({"kind": "check", "index": index, "dims": dims, "dtype": dtype, "seeds": seeds,
                 "out_shape": list(out_shape), "out_dtype": out_dtype, "seal": self.in_holdout, "poison": poison})
-        failure, passed_before = None, False
+        failure, late = None, None
         for t in range(trials):
             header, payload = self._expect(w, "trial", max_payload=nbytes)
             if failure is not None:
                 continue      # drain the remaining trials of a failed shape
             failure = self._check_trial(header, payload, dims, dtype, seeds[t], out_shape, out_dtype, tol, row)
             if failure is not None:
-                if passed_before:
-                    failure += (" (earlier trials passed with the same input buffers: a result cached by pointer "
-                                "or shape goes stale when the inputs change)")
+                late = (t, header, payload) if t else None
                 failure = f"trial {t + 1} of {trials}: {failure}"
-            passed_before = failure is None
         self._expect(w, "checked")
+        if late is not None:
+            failure += self._late_failure_hint(w, index, shape, late[0], seeds, late[1], late[2], dims, dtype,
+                                               out_shape, out_dtype, tol)
+        if failure is None and purpose == "check":     # the input-write rule, once the shape has passed
+            failure = self._guarded_trial(w, index, shape, row, seeds[0], dims, dtype, out_shape, out_dtype, tol)
         return failure
 
     def _check_trial(self, header, payload, dims, dtype, seed, out_shape, out_dtype, tol, row) -> str | None:
