@@ -70,7 +70,7 @@ class TrialEvidence:
         w.send({"kind": "check", "index": index, "dims": dims, "dtype": dtype, "seeds": [seeds[failed]],
                 "out_shape": list(out_shape), "out_dtype": out_dtype, "seal": self.in_holdout, "poison": True,
                 "fresh": True})
-        again, again_payload = self._expect(w, "trial", max_payload=max(len(payload), 1 << 20, _nbytes(out_shape, out_dtype)))
+        again, again_payload = self._expect(w, "trial", max_payload=max(_nbytes(out_shape, out_dtype), 1))
         self._expect(w, "checked")
         scratch = self._row(shape, holdout=True)        # the re-run's error statistics are not the shape's
         failure = self._check_trial(again, again_payload, dims, dtype, seeds[failed], out_shape, out_dtype, tol,
