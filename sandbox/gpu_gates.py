@@ -58,7 +58,7 @@ class GpuGates:
                     "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
             t, payload = self._expect(w, "timing", max_payload=self._out_nbytes(shape))
             if replay_seed is not None:
-                self._check_replay(shape, row, t.get("replay") or {}, payload, replay_seed)
+                self._check_replay(shape, t.get("replay") or {}, payload, replay_seed)
             graph, eager = t.get("t_graph_s"), t.get("t_eager_s")
             if graph is None and eager is None:
                 raise Rejected("timing", f"shape {shape.id}: no time was measured ({t.get('graph_error')})")
@@ -81,7 +81,7 @@ class GpuGates:
         out_shape, out_dtype = self.spec.output_spec(shape.dim, shape.dtype)
         return max(math.prod(out_shape) * torch.empty(0, dtype=cx.torch_dtype(out_dtype)).element_size(), 1 << 20)
 
-    def _check_replay(self, shape, row, replay: dict, payload: bytes, seed: int) -> None:
+    def _check_replay(self, shape, replay: dict, payload: bytes, seed: int) -> None:
         """What is timed is what was checked (DESIGN.md section 4): the timed graph's output on fresh values
         against the reference the parent computes from the same seed."""
         if not replay.get("checked"):

@@ -39,7 +39,10 @@ def guarded_inputs(inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
     out, how = dict(inputs), "none"
     for name, t in inputs.items():
         if isinstance(t, torch.Tensor):
-            out[name] = _cuda_readonly(t) if t.device.type == "cuda" else _cpu_readonly(t)
+            try:
+                out[name] = _cuda_readonly(t) if t.device.type == "cuda" else _cpu_readonly(t)
+            except (AttributeError, OSError, TypeError, ValueError) as e:   # a missing symbol, an odd driver
+                raise GuardUnavailable(f"{type(e).__name__}: {e}") from None
             how = "cuda-vmm" if t.device.type == "cuda" else "mprotect"
     return out, how
 

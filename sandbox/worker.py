@@ -295,12 +295,12 @@ class Worker:
 
     def on_time(self, msg: dict) -> None:
         from sandbox.timing import time_call
+        self._held_buffers = None
         sets = [self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])]
         set_bytes = sum(v.numel() * v.element_size() for v in sets[0].values() if isinstance(v, self.torch.Tensor))
         wanted = min(len(msg["seeds"]), MAX_INPUT_SETS, max(1, MAX_INPUT_SET_BYTES // max(set_bytes, 1)))
         sets += [self.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"][1:wanted]]
         kwargs = {k: msg[k] for k in ("reps", "warmup") if msg.get(k)}
-        self._held_buffers = None
         kept: dict = {}
         res = time_call(self._wrapped(), sets, keep=kept, **kwargs)
         header = {"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
