@@ -4,7 +4,7 @@
 # needs: gpu
 # dims: T=4096 H=4096 | T=2048 H=4096
 # cause: attribution rule|rsqrt
-# why: two Triton kernels do the reads (mean of squares per row, then the scaling) and one PyTorch kernel does the rsqrt of T values in between: about 5% of the GPU time, which the old 90% own-kernel threshold let through; foreign compute beyond 2% is rejected with the kernel's name (the lint stops the tensor method first)
+# why: two Triton kernels do the reads (mean of squares per row, then the scaling) and one PyTorch kernel does the rsqrt of T values in between: a few percent of the GPU time (estimated 5-10% on the H200, not yet measured), which the old 90% own-kernel threshold let through; foreign compute beyond 2% is rejected with the kernel's name (the lint stops the tensor method first)
 import torch
 import triton
 import triton.language as tl
