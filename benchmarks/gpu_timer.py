@@ -220,10 +220,12 @@ def _check_replay_writes_outputs(graph, output, input_sets: Sequence[dict]) -> N
 
 
 def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps: int, flush,
-                  calls: int = CALLS_PER_GRAPH) -> list[float]:
+                  calls: int = CALLS_PER_GRAPH, keep: dict | None = None) -> list[float]:
     """Per-call seconds, one sample per replay pair. Raises GraphCaptureError when fn cannot be captured.
 
-    Call warm_up first: compilation and autotuning cannot happen inside a capture.
+    Call warm_up first: compilation and autotuning cannot happen inside a capture. With `keep`, the timed
+    graph and the output of its last call are left in it ("graph", "output"), so a caller can replay what
+    was timed on new input values and check the result.
     """
     import torch
     calls = max(calls, len(input_sets))
@@ -249,6 +251,8 @@ def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
     probe = _timed_replays(g_with, g_without, 1)
     n = replay_count(probe[0][0], reps, calls)
     pairs = _timed_replays(g_with, g_without, n)
+    if keep is not None:
+        keep.update(graph=g_with, output=last_output[0])
     return per_call_samples([w for w, _ in pairs], [wo for _, wo in pairs], calls)
 
 

@@ -32,6 +32,7 @@ class Conversation:
         self.stage: str | None = None        # the gate whose request is in flight
         self.activity = "starting the worker"
         self.in_holdout = False
+        self.fault_rule: str | None = None   # set while a fault would break a named rule (the read-only-input call)
 
     @contextmanager
     def _timed(self, name: str) -> Iterator[None]:
@@ -65,7 +66,9 @@ class Conversation:
                     raise HarnessError(f"the worker failed before the candidate was loaded: {e.reason}\n"
                                        f"stderr:\n{w.stderr_tail()}") from None
                 where = "a hidden hold-out shape" if self.in_holdout else self.activity
-                raise Rejected(self.stage, f"{e.reason}, during {where}") from None
+                rule = getattr(self, "fault_rule", None)   # set while a fault breaks a named rule (read-only inputs)
+                raise Rejected(self.stage, f"{rule} ({e.reason}, during {where})" if rule
+                               else f"{e.reason}, during {where}") from None
             finally:
                 if not res.stdout_tail and not res.stderr_tail:
                     res.stdout_tail, res.stderr_tail = w.stdout_tail(), w.stderr_tail()
@@ -86,6 +89,16 @@ class Conversation:
                 message = (f"the candidate raised {str(header.get('exc_type') or 'an exception')[:80]}{oom} "
                            f"(message withheld: it could reveal the shape)")
             where = "a hidden hold-out shape" if self.in_holdout else self.activity
+            rule = getattr(self, "fault_rule", None)
+            if rule:
+                message = f"{rule} ({message}"
+                where += ")"
+            from sandbox.trial_evidence import interpreter_limitation
+            limitation = interpreter_limitation(getattr(self.req, "source", ""), str(header.get("exc_type") or ""),
+                                                self.interpreter)
+            if limitation:
+                self.result.interpreter_limitation = limitation
+                message = f"{limitation}. The interpreter said: {message}"
             raise Rejected(self.stage or "compile", f"{message} (during {where})")
         if got != kind:
             raise Rejected(self.stage or "compile", f"protocol violation on the private result pipe: expected "

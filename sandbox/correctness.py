@@ -293,11 +293,38 @@ def poisoned_allocations():
         det.fill_uninitialized_memory = saved[2]
 
 
+OUTPUT_LAYOUTS = ("contiguous", "any")
+
+
+def output_layout(spec: OperatorSpec) -> str:
+    """The operator's output layout contract: `OUTPUT_LAYOUT` in operator.py, "contiguous" when absent
+    (the reference's layout: a consumer reads the result row-major without a copy)."""
+    layout = getattr(spec.module, "OUTPUT_LAYOUT", "contiguous")
+    if layout not in OUTPUT_LAYOUTS:
+        raise HarnessError(f"operator {spec.name}: OUTPUT_LAYOUT={layout!r} is not one of {OUTPUT_LAYOUTS}")
+    return layout
+
+
+def layout_problem(out, layout: str = "contiguous") -> str | None:
+    """Why the output's memory layout breaks the contract, or None. Strides of size-1 dims are free
+    (no consumer can tell them apart); a storage offset is allowed (a view into a larger buffer reads
+    the same)."""
+    if layout == "any" or out.is_contiguous():
+        return None
+    want, at = [], 1
+    for size in reversed(out.shape):
+        want.insert(0, at)
+        at *= max(int(size), 1)
+    return (f"output layout rule: the output's strides are {list(out.stride())}, but the operator's contract "
+            f"(OUTPUT_LAYOUT={layout!r}) wants the reference's contiguous strides {want}; a consumer would have "
+            f"to copy it. Write the result row-major into torch.empty(shape) (no transposed or strided views)")
+
+
 def output_problem(out, shape: tuple[int, ...], dtype: str, device_type: str,
-                   inputs: dict[str, Any]) -> tuple[str, str] | None:
+                   inputs: dict[str, Any], layout: str = "contiguous") -> tuple[str, str] | None:
     """(kind, why) this output cannot be accepted as the operator's result, or None.
 
-    kind is one of type|dtype|shape|device|alias: the parent shows only the kind for hidden shapes."""
+    kind is one of type|dtype|shape|device|alias|layout: the parent shows only the kind for hidden shapes."""
     import torch
     if type(out) is not torch.Tensor:
         kind = type(out)
@@ -315,7 +342,8 @@ def output_problem(out, shape: tuple[int, ...], dtype: str, device_type: str,
         if isinstance(v, torch.Tensor) and v.numel() and v.untyped_storage().data_ptr() == ptr:
             return "alias", (f"the output shares memory with input '{name}': writing into or returning an input is not "
                     f"allowed; allocate a new output tensor")
-    return None
+    why = layout_problem(out, layout)
+    return ("layout", why) if why else None
 
 
 def same_bytes(a, b) -> bool:

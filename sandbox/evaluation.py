@@ -26,13 +26,15 @@ from sandbox.gpu_gates import GpuGates
 from sandbox.isolation import WorkerProcess
 from sandbox.prestart import WorkerPool
 from sandbox.settings import SandboxSettings
+from sandbox.trial_evidence import TrialEvidence
 from sandbox.verdict import EvalResult, ShapeResult
 
 BASELINES = ("eager", "compile")
 _HOLDOUT_PROBLEMS = {"type": "the output is not exactly a torch.Tensor", "dtype": "the output has the wrong dtype",
                      "shape": "the output has the wrong shape", "device": "the output is on the wrong device",
                      "alias": "the output shares memory with an input",
-                     "stream": "the output was not ready in the caller's stream (side stream?)"}
+                     "stream": "the output was not ready in the caller's stream (side stream?)",
+                     "layout": "the output is not contiguous (output layout rule)"}
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def _validate(req: EvalRequest) -> None:
     req.settings.validate()
 
 
-class _Evaluation(GpuGates, Conversation):
+class _Evaluation(GpuGates, TrialEvidence, Conversation):
     def __init__(self, req: EvalRequest, operator_dir: str | None, lint: bool, pool: WorkerPool | None = None,
                  cache: CompileCache | None = None, progress: Callable[[str, str], None] | None = None):
         import torch
@@ -186,6 +188,10 @@ class _Evaluation(GpuGates, Conversation):
         req = self.req
         if not req.baseline:
             self._compile(w)
+        fast_dsl = not (self.interpreter or not req.timing or req.baseline)
+        if fast_dsl:    # reject fast: a mostly-PyTorch candidate stops here, before minutes of trials
+            with self._timed("dsl"):
+                self._dsl(w, req.shapes[:1])
         if req.correctness:
             with self._minus_references("correctness"):
                 self._check_all(w, list(zip(req.shapes, self.rows)))
@@ -205,7 +211,7 @@ class _Evaluation(GpuGates, Conversation):
             return
         if not req.baseline:
             with self._timed("dsl"):
-                self._dsl(w)
+                self._dsl(w, req.shapes[1:] if fast_dsl else req.shapes)
         self._time(w, req.shapes, self.rows)
         if req.settings.counters and req.correctness:     # full evaluations only, never an A/B re-measure
             with self._timed("counters"):
@@ -277,7 +283,7 @@ class _Evaluation(GpuGates, Conversation):
         # The references and input digests are computed now, while the worker runs the trials: the parent's
         # GPU work overlaps the candidate's (no timing happens during checks).
         expected = [self._expected(dims, dtype, seed) for seed in seeds]
-        failure, passed_before = None, False
+        failure, late = None, None
         for t in range(trials):
             header, payload = self._expect(w, "trial", max_payload=nbytes)
             if failure is not None:
@@ -285,12 +291,14 @@ class _Evaluation(GpuGates, Conversation):
             failure = self._check_trial(header, payload, expected[t], out_shape, out_dtype, tol, row)
             expected[t] = None
             if failure is not None:
-                if passed_before:
-                    failure += (" (earlier trials passed with the same input buffers: a result cached by pointer "
-                                "or shape goes stale when the inputs change)")
+                late = (t, header, payload) if t else None
                 failure = f"trial {t + 1} of {trials}: {failure}"
-            passed_before = failure is None
         self._expect(w, "checked")
+        if late is not None:
+            failure += self._late_failure_hint(w, index, shape, late[0], seeds, late[1], late[2], dims, dtype,
+                                               out_shape, out_dtype, tol)
+        if failure is None and purpose == "check":     # the input-write rule, once the shape has passed
+            failure = self._guarded_trial(w, index, shape, row, seeds[0], dims, dtype, out_shape, out_dtype, tol)
         return failure
 
     def _expected(self, dims, dtype, seed) -> tuple[dict, object]:

@@ -11,28 +11,41 @@ from sandbox import correctness as cx
 from sandbox.correctness import Rejected
 from sandbox.isolation import WorkerFailure, WorkerProcess
 
+TIMED_REPLAY_RULE = ("timed-replay rule: the CUDA graph that was timed, replayed once on fresh input values copied "
+                     "into its input buffers, does not compute the operator's result")
+
 TIMING_INPUT_SETS = 4     # rotated input sets per timed shape (the worker caps them at 1 GiB)
 
 
 class GpuGates:
-    def _dsl(self, w: WorkerProcess) -> None:
-        self.stage, shares = "dsl", []
-        for shape in self.req.shapes:
-            self.activity = f"profiling shape {shape.id} for the DSL share"
+    def _dsl(self, w: WorkerProcess, shapes=None) -> None:
+        """Attribution (DESIGN.md section 4): the call's compute time must be the candidate's own kernels.
+        Neutral work (memsets, copies, constant fills) is reported, never counted; any other kernel is foreign
+        compute, allowed up to FOREIGN_COMPUTE_MAX_SHARE of the compute time (and settings.dsl_threshold)."""
+        from sandbox.timing import FOREIGN_COMPUTE_MAX_SHARE, Attribution
+        self.stage = "dsl"
+        for shape in self.req.shapes if shapes is None else shapes:
+            self.activity = f"profiling shape {shape.id} for the attribution of its GPU time"
             w.send({"kind": "dsl", "dims": shape.dim, "dtype": shape.dtype, "kernel_names": sorted(self.kernel_names),
                     "seed": cx.derive_seed(self.base_seed, "dsl", shape.id)})
-            reply, _ = self._expect(w, "dsl")
-            share = float(reply["share"])
-            shares.append(share)
-            self.result.dsl_share = min(shares)
-            if share < self.settings.dsl_threshold:
-                others = sorted(((us, k) for k, us in reply.get("per_kernel_us", {}).items()
-                                 if k not in self.kernel_names), reverse=True)[:3]
-                named = ", ".join(f"{k} ({us:.1f} us)" for us, k in others) or "none named"
-                raise Rejected("dsl", f"shape {shape.id}: only {share:.0%} of GPU time is in the candidate's own "
-                                f"@triton.jit kernels ({', '.join(sorted(self.kernel_names)) or 'none'}); the "
-                                f"threshold is {self.settings.dsl_threshold:.0%}. Top other kernels: {named}. Compute the "
-                                f"result in your Triton kernels, not with PyTorch ops or library calls")
+            rec = dict(self._expect(w, "dsl")[0]["attribution"])
+            att = Attribution(own_us=float(rec["own_us"]), foreign_us=dict(rec["foreign_us"]),
+                              neutral_us=dict(rec["neutral_us"]))
+            self.result.attribution[shape.id] = att.to_json()
+            share = att.own_share
+            self.result.dsl_share = share if self.result.dsl_share is None else min(self.result.dsl_share, share)
+            own = ", ".join(sorted(self.kernel_names)) or "none"
+            if att.own_us <= 0.0:
+                raise Rejected("dsl", f"shape {shape.id}: none of the candidate's @triton.jit kernels ({own}) ran on "
+                                      f"the GPU in the profiled calls ({_named(att)}); compute the result in your "
+                                      f"Triton kernels")
+            limit = min(FOREIGN_COMPUTE_MAX_SHARE, 1.0 - self.settings.dsl_threshold)
+            if att.foreign_share > limit:
+                raise Rejected("dsl", f"shape {shape.id}: attribution rule: {att.foreign_share:.1%} of the call's "
+                                      f"compute time is in kernels that are not the candidate's own ({own}); at most "
+                                      f"{limit:.0%} is allowed (memsets, copies and constant fills are not counted). "
+                                      f"Foreign kernels: {_named(att)}. Compute the result in your Triton kernels, "
+                                      f"not with PyTorch ops or library calls")
 
     def _time(self, w: WorkerProcess, shapes, rows) -> None:
         self.stage, self.activity = "timing", "measuring the latency floor"
@@ -41,10 +54,13 @@ class GpuGates:
             floor_s = float(self._expect(w, "floor")[0]["t_floor_s"])
         for index, (shape, row) in enumerate(zip(shapes, rows)):
             self.stage, self.activity = "timing", f"timing shape {shape.id}"
-            w.send({"kind": "time", "dims": shape.dim, "dtype": shape.dtype,
+            replay_seed = cx.derive_seed(self.base_seed, "replay", shape.id) if self.req.correctness else None
+            w.send({"kind": "time", "dims": shape.dim, "dtype": shape.dtype, "replay_seed": replay_seed,
                     "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
-            t, _ = self._expect(w, "timing")
+            t, payload = self._expect(w, "timing", max_payload=self._out_nbytes(shape))
             self.clock.merge(t.get("stage_s"))
+            if replay_seed is not None:
+                self._check_replay(shape, t.get("replay") or {}, payload, replay_seed)
             graph, eager = t.get("t_graph_s"), t.get("t_eager_s")
             if graph is None and eager is None:
                 raise Rejected("timing", f"shape {shape.id}: no time was measured ({t.get('graph_error')})")
@@ -60,6 +76,36 @@ class GpuGates:
                 with self._minus_references("recheck"):
                     self._recheck(w, index, shape, row)
             self.stage = "timing"
+
+    def _out_nbytes(self, shape) -> int:
+        import math
+
+        import torch
+        out_shape, out_dtype = self.spec.output_spec(shape.dim, shape.dtype)
+        return max(math.prod(out_shape) * torch.empty(0, dtype=cx.torch_dtype(out_dtype)).element_size(), 1 << 20)
+
+    def _check_replay(self, shape, replay: dict, payload: bytes, seed: int) -> None:
+        """What is timed is what was checked (DESIGN.md section 4): the timed graph's output on fresh values
+        against the reference the parent computes from the same seed."""
+        if not replay.get("checked"):
+            note = replay.get("note")
+            if note and "timed eagerly" not in str(note):
+                self.result.reasons.append(f"shape {shape.id}: the timed graph's replay was not checked ({note})")
+            return
+        out_shape, out_dtype = self.spec.output_spec(shape.dim, shape.dtype)
+        tol = cx.tolerance_for(self.spec, out_dtype, shape.dtype)
+        out = self._decode_output(replay, payload, out_shape, out_dtype)
+        if out is None or tuple(replay.get("shape", ())) != tuple(out_shape):
+            raise Rejected("timing", f"shape {shape.id}: {TIMED_REPLAY_RULE}: its output came back as "
+                                     f"{replay.get('dtype')}/{replay.get('shape')}, not {out_dtype}/{list(out_shape)}")
+        ref = self._reference(shape.dim, shape.dtype, seed)
+        stats = cx.compare(out.to(ref.device), ref, tol)
+        if not stats.passed:
+            raise Rejected("timing", f"shape {shape.id}: {TIMED_REPLAY_RULE}: {stats.describe(tol)}. The same "
+                                     f"call passed the correctness trials, so it behaves differently while captured "
+                                     f"into a graph or after its first calls (a call counter, capture detection, "
+                                     f"work skipped once state says done): the time measured is not of the "
+                                     f"checked computation")
 
     def _recheck(self, w: WorkerProcess, index: int, shape, row) -> None:
         """One more trial right after the shape's timed calls, under timing's conditions (no poisoned
@@ -113,3 +159,8 @@ class GpuGates:
             r.attainment, r.suspect = sc.attainment, r.suspect or sc.suspect
             scores.append(sc)
         res.s_i, res.weighted_attainment = operator_score(scores), weighted_attainment(scores)
+
+
+def _named(att) -> str:
+    parts = [f"{k[:120]} ({us:.1f} us, {share:.1%})" for k, us, share in att.top_foreign(3)]
+    return "; ".join(parts) or "no foreign kernels"

@@ -3,7 +3,7 @@
 T (DESIGN.md section 3) is the per-call GPU time inside a CUDA graph with L2 cold and input sets rotated,
 the median of many repetitions; the eager-launch time is reported beside it, and is the fallback when
 the call cannot be captured (the reason is kept). The mechanics live in benchmarks/gpu_timer.py so that
-`aka calibrate` times the latency floor exactly the same way. `dsl_share` asks the profiler (CUPTI) how
+`aka calibrate` times the latency floor exactly the same way. `dsl_attribution` asks the profiler (CUPTI) how
 much of the GPU time went to the candidate's own @triton.jit kernels.
 """
 from __future__ import annotations
@@ -55,10 +55,11 @@ def summarize(graph: list[float] | None, eager: list[float], graph_error: str | 
 
 
 def time_call(fn: Callable[[dict], Any], input_sets: list[dict], *, reps: int = 50, warmup: int = 5,
-              flush_bytes: int = gpu_timer.FLUSH_BYTES) -> TimingResult:
+              flush_bytes: int = gpu_timer.FLUSH_BYTES, keep: dict | None = None) -> TimingResult:
     """Time fn(inputs) with input sets rotated and L2 flushed before every call.
 
-    About reps calls are timed each way (graph and eager), plus ~20 ms of replays for tiny calls.
+    About reps calls are timed each way (graph and eager), plus ~20 ms of replays for tiny calls. With
+    `keep`, the timed graph and its last output are left in it (see replay_on_fresh_inputs).
     """
     if not input_sets:
         raise ValueError("time_call got 0 input sets; pass several (e.g. 4) so caches cannot hold the inputs")
@@ -69,13 +70,56 @@ def time_call(fn: Callable[[dict], Any], input_sets: list[dict], *, reps: int = 
     gpu_timer.warm_up(fn, input_sets, warmup)
     graph, graph_error = None, None
     try:
-        graph = gpu_timer.graph_samples(fn, input_sets, reps=reps, flush=flush)
+        graph = gpu_timer.graph_samples(fn, input_sets, reps=reps, flush=flush, keep=keep)
     except gpu_timer.GraphCaptureError as exc:
         graph_error = str(exc)
     t1 = time.monotonic()
     eager = gpu_timer.eager_samples(fn, input_sets, reps=reps, flush=flush)
     stages = (("timing.graph", t1 - t0), ("timing.eager", time.monotonic() - t1))
     return dataclasses.replace(summarize(graph, eager, graph_error), stage_s=stages)
+
+
+def refill_inputs(input_sets: list[dict], fresh: dict) -> str | None:
+    """Copy `fresh` values into every captured input set's tensors, in place (the graph reads those
+    addresses). Returns why that cannot stand for a call on `fresh` (None when it can): a non-tensor
+    argument baked into the capture that differs, or a tensor whose shape or dtype differs."""
+    import torch
+    for inputs in input_sets:
+        for k, v in fresh.items():
+            old = inputs.get(k)
+            if isinstance(v, torch.Tensor):
+                if not isinstance(old, torch.Tensor) or old.shape != v.shape or old.dtype != v.dtype:
+                    return f"input {k!r} of the fresh set does not match the captured one"
+            elif old != v:
+                return f"non-tensor input {k!r} differs between seeds ({old!r} vs {v!r}): baked into the capture"
+    for inputs in input_sets:
+        for k, v in fresh.items():
+            if isinstance(v, torch.Tensor):
+                inputs[k].copy_(v)
+    return None
+
+
+def replay_on_fresh_inputs(kept: dict, input_sets: list[dict], fresh: dict):
+    """(the timed graph's output after one replay on `fresh` values, None) or (None, why not).
+
+    What is timed must be what was checked: a candidate that behaves differently while it is captured
+    (a call counter, stream-capture detection, work skipped after the first calls) gives a graph whose
+    replay computes something else. The output is poisoned first, so a replay that writes nothing shows."""
+    import torch
+    graph, out = kept.get("graph"), kept.get("output")
+    if graph is None:
+        return None, "no CUDA graph was captured (timed eagerly)"
+    if type(out) is not torch.Tensor or not out.is_cuda:
+        return None, f"the captured call returned {type(out).__name__}, not a CUDA tensor"
+    why = refill_inputs(input_sets, fresh)
+    if why:
+        return None, why
+    if out.is_floating_point():
+        out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    graph.replay()
+    torch.cuda.synchronize()
+    return out.detach().clone(), None
 
 
 def measure_floor(reps: int = 50) -> float:
@@ -95,36 +139,92 @@ def is_candidate_kernel(name: str, kernel_names: Iterable[str]) -> bool:
     return False
 
 
-def gpu_times_from_trace(trace: dict | list) -> dict[str, float]:
-    """Total µs per GPU activity name (kernels, memcpy, memset) in a torch.profiler chrome trace."""
+# Device work that cannot be the operator: it computes nothing from the inputs. Memsets, device-to-device
+# and host-to-device copies (DMA transfers), and PyTorch's fill kernel (torch.zeros/full/fill_: writes one
+# constant). A device-to-host copy is not neutral: the result would then be computed on the host.
+NEUTRAL_CATEGORIES = ("gpu_memset", "gpu_memcpy")
+NEUTRAL_KERNEL_MARKERS = ("FillFunctor",)
+FOREIGN_MEMCPY_MARKERS = ("DtoH", "Device -> Host")
+FOREIGN_COMPUTE_MAX_SHARE = 0.02   # of the call's compute time; above it the candidate is rejected at `dsl`
+
+
+def gpu_activity_from_trace(trace: dict | list) -> dict[str, tuple[str, float]]:
+    """{name: (category, total µs)} of the GPU activity (kernels, memcpy, memset) in a torch.profiler chrome trace."""
     events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    totals: dict[str, float] = {}
+    totals: dict[str, tuple[str, float]] = {}
     for ev in events:
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             continue
-        if str(ev.get("cat", "")).lower() not in GPU_ACTIVITY_CATEGORIES:
+        cat = str(ev.get("cat", "")).lower()
+        if cat not in GPU_ACTIVITY_CATEGORIES:
             continue
         name = str(ev.get("name", "?"))
-        totals[name] = totals.get(name, 0.0) + float(ev.get("dur", 0.0))
+        totals[name] = (cat, totals.get(name, (cat, 0.0))[1] + float(ev.get("dur", 0.0)))
     return totals
 
 
-def candidate_share(times_us: dict[str, float], kernel_names: Iterable[str]) -> float:
-    """Share of all GPU time spent in the candidate's own kernels (0 when nothing ran on the GPU)."""
+def gpu_times_from_trace(trace: dict | list) -> dict[str, float]:
+    """Total µs per GPU activity name (kernels, memcpy, memset) in a torch.profiler chrome trace."""
+    return {name: us for name, (_, us) in gpu_activity_from_trace(trace).items()}
+
+
+def is_neutral(name: str, category: str) -> bool:
+    """Device work that computes nothing from the inputs (see NEUTRAL_CATEGORIES)."""
+    if category == "gpu_memcpy":
+        return not any(m in name for m in FOREIGN_MEMCPY_MARKERS)
+    return category == "gpu_memset" or any(m in name for m in NEUTRAL_KERNEL_MARKERS)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Whose device time one call spent: the candidate's own @triton.jit kernels, neutral work (memsets,
+    copies, constant fills) and foreign compute (PyTorch or library kernels, device-to-host copies)."""
+
+    own_us: float
+    foreign_us: dict[str, float]
+    neutral_us: dict[str, float]
+
+    @property
+    def compute_us(self) -> float:
+        return self.own_us + sum(self.foreign_us.values())
+
+    @property
+    def own_share(self) -> float:
+        """Share of the compute time (neutral work excluded) in the candidate's kernels; 0 when none ran."""
+        return self.own_us / self.compute_us if self.compute_us > 0 else 0.0
+
+    @property
+    def foreign_share(self) -> float:
+        return 1.0 - self.own_share if self.compute_us > 0 else 0.0
+
+    def top_foreign(self, n: int = 3) -> list[tuple[str, float, float]]:
+        """(name, µs, share of the compute time) of the largest foreign kernels."""
+        total = self.compute_us or 1.0
+        return [(k, us, us / total) for k, us in sorted(self.foreign_us.items(), key=lambda kv: -kv[1])[:n]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"own_us": self.own_us, "foreign_us": dict(self.foreign_us), "neutral_us": dict(self.neutral_us),
+                "own_share": self.own_share, "foreign_share": self.foreign_share}
+
+
+def attribute(activity: dict[str, tuple[str, float]], kernel_names: Iterable[str]) -> Attribution:
+    """Split {name: (category, µs)} into own, foreign and neutral time. The candidate's names win: a jit
+    function whose name contains a neutral marker is still the candidate's own kernel."""
     names = set(kernel_names)
-    total = sum(times_us.values())
-    if total <= 0.0:
-        return 0.0
-    return sum(t for n, t in times_us.items() if is_candidate_kernel(n, names)) / total
+    own, foreign, neutral = 0.0, {}, {}
+    for name, (cat, us) in activity.items():
+        if cat == "kernel" and is_candidate_kernel(name, names):
+            own += us
+        elif is_neutral(name, cat):
+            neutral[name] = neutral.get(name, 0.0) + us
+        else:
+            foreign[name] = foreign.get(name, 0.0) + us
+    return Attribution(own_us=own, foreign_us=foreign, neutral_us=neutral)
 
 
-def dsl_share(fn: Callable[[dict], Any], inputs: dict, kernel_names: set[str], runs: int = 3
-              ) -> tuple[float, dict[str, float]]:
-    """(share of GPU time in the candidate's @triton.jit kernels, {kernel name: total µs over `runs` calls}).
-
-    Memsets and memcpys count as GPU time that is not the candidate's. One unprofiled call first, so
-    compilation and autotuning stay out of the profile.
-    """
+def dsl_attribution(fn: Callable[[dict], Any], inputs: dict, kernel_names: set[str], runs: int = 3) -> Attribution:
+    """Whose device time `runs` profiled calls spent (see Attribution). One unprofiled call first, so
+    compilation and autotuning stay out of the profile."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -139,5 +239,4 @@ def dsl_share(fn: Callable[[dict], Any], inputs: dict, kernel_names: set[str], r
         prof.export_chrome_trace(path)
         with open(path) as f:
             trace = json.load(f)
-    times = gpu_times_from_trace(trace)
-    return candidate_share(times, kernel_names), times
+    return attribute(gpu_activity_from_trace(trace), kernel_names)

@@ -58,10 +58,15 @@ class EvalResult:
     s_i: float | None = None
     weighted_attainment: float | None = None
     compile_info: dict[str, Any] = field(default_factory=dict)  # per kernel: registers, spills, shared, features
-    dsl_share: float | None = None            # share of GPU time in the candidate's own @triton.jit kernels
+    dsl_share: float | None = None            # share of compute-kernel time in the candidate's own @triton.jit kernels
+    # Per profiled shape: own / foreign compute / neutral (memset, memcpy, fill) µs and the foreign kernels' names.
+    attribution: dict[str, Any] = field(default_factory=dict)
     counters: dict[str, Any] = field(default_factory=dict)
     environment: dict[str, Any] = field(default_factory=dict)
     interpreter: bool = False
+    # Set when a rejection under Triton's CPU interpreter is the interpreter's limit, not the candidate's
+    # fault (e.g. libdevice is not implemented there): the verdict says "unknown on this machine".
+    interpreter_limitation: str | None = None
     flags: list[str] = field(default_factory=list)   # "flagged for review" notes
     stdout_tail: str = ""
     stderr_tail: str = ""

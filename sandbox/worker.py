@@ -71,6 +71,7 @@ class Worker:
         self.spec = None
         self.candidate_path: str | None = None
         self.fn_b = None                      # the second kernel of an A/B re-measure
+        self._held_buffers: dict | None = None   # the last check's input buffers, for a `fresh` re-run
         self.interpreter = False
         self.loopback: str | None = None
 
@@ -187,15 +188,24 @@ class Worker:
                     "kernel_names": names, "missing": missing, "note": note, "info": info, "stage_s": stage_s})
 
     def on_check(self, msg: dict) -> None:
-        from sandbox.correctness import (dtype_name, input_digests, output_problem, poisoned_allocations,
-                                         same_bytes, scrub_free_memory, torch_dtype)
+        """Trials of one shape: fresh values copied into the first trial's buffers each time. With `guard`,
+        instead one call on read-only copies of seeds[0]'s values (sandbox/input_guard.py). With `fresh`,
+        the previous check's buffers are still alive while these are allocated, so the addresses differ
+        (the parent's evidence for a result cached by pointer)."""
         torch = self.torch
         if msg.get("seal"):
             self._seal_output()
-        shape, out_dtype = tuple(msg["out_shape"]), msg["out_dtype"]
-        out_bytes = math.prod(shape) * torch.empty(0, dtype=torch_dtype(out_dtype)).element_size()
+        if msg.get("guard"):
+            self._guarded_trial(msg)
+            return
+        held = self._held_buffers if msg.get("fresh") else None
+        self._held_buffers = None      # only a `fresh` re-run keeps the previous buffers alive (memory)
         inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])
         buffers = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+        fresh = None
+        if held is not None:
+            old = {v.untyped_storage().data_ptr() for v in held.values() if v.numel()}
+            fresh = not any(v.untyped_storage().data_ptr() in old for v in buffers.values() if v.numel())
         for trial, seed in enumerate(msg["seeds"]):
             if trial:
                 # Fresh values copied INTO the first trial's buffers: a cache keyed by pointer or shape goes stale.
@@ -204,27 +214,50 @@ class Worker:
                         buffers[k].copy_(v)
                     else:
                         inputs[k] = v
-            self.sync()
-            if msg.get("poison", True):
-                with poisoned_allocations():
-                    scrub_free_memory(out_bytes, self.device)
-                    out, snapshot = self._call_snapshot(inputs)
-            else:   # the re-check after timing runs under timing's conditions: the candidate's state as it was
-                out, snapshot = self._call_snapshot(inputs)
-            problem = output_problem(out, shape, out_dtype, self.device.type, inputs)
-            if problem is None and snapshot is not None and not same_bytes(snapshot, out):
-                problem = ("stream", "the output changed after the call returned: work on a side stream was not "
-                           "ordered with the caller's stream (a serving engine would read an unfinished result)")
-            header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
-                      "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed)}
-            payload = b""
-            if problem is None:
-                data = (snapshot if snapshot is not None else out).detach().contiguous().reshape(-1)
-                header.update(dtype=dtype_name(out.dtype), shape=list(out.shape))
-                payload = memoryview(data.view(torch.uint8).cpu().numpy())
-            self.reply(header, payload)
-            del out, snapshot, payload
+            self._trial(msg, trial, seed, inputs, {"fresh_buffers": fresh})
+        del held
+        self._held_buffers = buffers
         self.reply({"kind": "checked", "index": msg["index"]})
+
+    def _guarded_trial(self, msg: dict) -> None:
+        from sandbox.input_guard import GuardUnavailable, guarded_inputs
+        plain = self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])
+        try:
+            guarded, how, note = *guarded_inputs(plain), None
+        except GuardUnavailable as e:      # reported, never silent: the parent says the guard was off
+            guarded, how, note = plain, "none", str(e)
+        del plain
+        self.sync()
+        self._trial(msg, 0, msg["seeds"][0], guarded, {"guard": how, "guard_note": note})
+        del guarded
+        self.reply({"kind": "checked", "index": msg["index"]})
+
+    def _trial(self, msg: dict, trial: int, seed: int, inputs: dict, extra: dict) -> None:
+        """One call on `inputs`, its output checked here for type/layout/stream order and sent back."""
+        from sandbox.correctness import (dtype_name, input_digests, output_layout, output_problem,
+                                         poisoned_allocations, same_bytes, scrub_free_memory, torch_dtype)
+        torch = self.torch
+        shape, out_dtype = tuple(msg["out_shape"]), msg["out_dtype"]
+        out_bytes = math.prod(shape) * torch.empty(0, dtype=torch_dtype(out_dtype)).element_size()
+        self.sync()
+        if msg.get("poison", True):
+            with poisoned_allocations():
+                scrub_free_memory(out_bytes, self.device)
+                out, snapshot = self._call_snapshot(inputs)
+        else:   # the re-check after timing runs under timing's conditions: the candidate's state as it was
+            out, snapshot = self._call_snapshot(inputs)
+        problem = output_problem(out, shape, out_dtype, self.device.type, inputs, output_layout(self.spec))
+        if problem is None and snapshot is not None and not same_bytes(snapshot, out):
+            problem = ("stream", "the output changed after the call returned: work on a side stream was not "
+                       "ordered with the caller's stream (a serving engine would read an unfinished result)")
+        header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
+                  "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed), **extra}
+        payload = b""
+        if problem is None:
+            data = (snapshot if snapshot is not None else out).detach().contiguous().reshape(-1)
+            header.update(dtype=dtype_name(out.dtype), shape=list(out.shape))
+            payload = memoryview(data.view(torch.uint8).cpu().numpy())
+        self.reply(header, payload)
 
     def _call_snapshot(self, inputs: dict):
         """Call, then copy the output on the caller's stream BEFORE the device-wide sync: a result computed on
@@ -267,11 +300,10 @@ class Worker:
         return run
 
     def on_dsl(self, msg: dict) -> None:
-        from sandbox.timing import dsl_share
+        from sandbox.timing import dsl_attribution
         inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seed"])
-        share, per_kernel = dsl_share(self._wrapped(), inputs, set(msg["kernel_names"]))
-        self.reply({"kind": "dsl", "share": float(share), "per_kernel_us": {str(k): float(v)
-                                                                              for k, v in per_kernel.items()}})
+        attribution = dsl_attribution(self._wrapped(), inputs, set(msg["kernel_names"]))
+        self.reply({"kind": "dsl", "attribution": attribution.to_json()})
 
     def on_launches(self, msg: dict) -> None:
         """The launch record of one visible shape (sandbox/launch_record.py): one extra, unchecked call."""
@@ -288,16 +320,32 @@ class Worker:
     def on_time(self, msg: dict) -> None:
         from sandbox.timing import time_call
         t0 = time.monotonic()
+        self._held_buffers = None
         sets = [self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])]
         set_bytes = sum(v.numel() * v.element_size() for v in sets[0].values() if isinstance(v, self.torch.Tensor))
         wanted = min(len(msg["seeds"]), MAX_INPUT_SETS, max(1, MAX_INPUT_SET_BYTES // max(set_bytes, 1)))
         sets += [self.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"][1:wanted]]
         kwargs = {k: msg[k] for k in ("reps", "warmup") if msg.get(k)}
         t_inputs = time.monotonic() - t0
-        res = time_call(self._wrapped(), sets, **kwargs)
-        self.reply({"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
-                    "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),
-                    "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}})
+        kept: dict = {}
+        res = time_call(self._wrapped(), sets, keep=kept, **kwargs)
+        header = {"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
+                  "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),
+                  "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}}
+        payload = b""
+        if msg.get("replay_seed") is not None:
+            from sandbox.correctness import dtype_name
+            from sandbox.timing import replay_on_fresh_inputs
+            t1 = time.monotonic()
+            out, why = replay_on_fresh_inputs(kept, sets, self.make_inputs(msg["dims"], msg["dtype"],
+                                                                           msg["replay_seed"]))
+            header["replay"] = {"checked": out is not None, "note": why}
+            if out is not None:
+                header["replay"].update(dtype=dtype_name(out.dtype), shape=list(out.shape))
+                payload = memoryview(out.contiguous().reshape(-1).view(self.torch.uint8).cpu().numpy())
+            header["stage_s"]["timing.replay_check"] = time.monotonic() - t1
+        kept.clear()
+        self.reply(header, payload)
 
     def on_counters(self, msg: dict) -> None:
         from sandbox.counters import collect

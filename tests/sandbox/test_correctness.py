@@ -137,7 +137,13 @@ def test_output_problems_name_the_kind():
     assert cx.output_problem(good.t(), (4, 8), "fp32", "cpu", {"x": x})[0] == "shape"
     kind, why = cx.output_problem(x[:, :], (4, 8), "fp32", "cpu", {"x": x})
     assert kind == "alias" and "'x'" in why
-    assert cx.output_problem(good.t().contiguous().t(), (4, 8), "fp32", "cpu", {"x": x}) is None   # layout is free
+    kind, why = cx.output_problem(good.t().contiguous().t(), (4, 8), "fp32", "cpu", {"x": x})
+    assert kind == "layout" and "[1, 4]" in why and "[8, 1]" in why and "output layout rule" in why
+    assert cx.output_problem(good.t().contiguous().t(), (4, 8), "fp32", "cpu", {"x": x}, layout="any") is None
+    padded = torch.empty(4, 12)[:, :8]
+    assert cx.output_problem(padded, (4, 8), "fp32", "cpu", {"x": x})[0] == "layout"
+    assert cx.output_problem(torch.empty(1, 8).as_strided((1, 8), (999, 1)), (1, 8), "fp32", "cpu", {}) is None
+    assert cx.output_problem(torch.empty(5, 8)[1:], (4, 8), "fp32", "cpu", {"x": x}) is None   # an offset view reads the same
 
 
 def test_same_bytes_treats_nan_as_equal_and_detects_a_flip():

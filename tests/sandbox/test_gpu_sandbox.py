@@ -1,5 +1,7 @@
-"""The sandbox on a real GPU: timing and scoring happen, the DSL share rejects hidden PyTorch work, a side
-stream and an out-of-bounds write are rejections, and the next evaluation is unaffected.
+"""The sandbox on a real GPU: timing and scoring happen, attribution rejects hidden PyTorch work (on the first
+shape, before any trial) and a small foreign share, the timed graph's replay is checked, a write into a
+read-only input faults, a side stream and an out-of-bounds write are rejections, and the next evaluation
+is unaffected.
 
 gpu-marked: skipped without CUDA (tests/conftest.py). Run on the H200 with `make test-gpu`.
 """
@@ -98,12 +100,49 @@ def test_honest_kernel_is_timed_scored_and_described():
     assert any(s.holdout and s.rel_l2 is not None for s in res.shapes)
 
 
-def test_dsl_share_rejects_a_candidate_that_hides_torch_work():
+def test_attribution_rejects_hidden_torch_work_on_the_first_shape_before_any_correctness_trial():
     res = evaluate_unlinted(request(HIDDEN_TORCH))   # the lint would stop it first; here the profiler must
     assert not res.accepted and res.failed_stage == "dsl", res.reasons
     assert res.dsl_share is not None and res.dsl_share < 0.9
-    assert "of GPU time is in the candidate's own" in res.reasons[0] and "Top other kernels" in res.reasons[0]
-    assert "none named" not in res.reasons[0]
+    assert "shape t1: attribution rule" in res.reasons[0] and "Foreign kernels:" in res.reasons[0], res.reasons
+    assert "no foreign kernels" not in res.reasons[0] and "%)" in res.reasons[0]
+    assert list(res.attribution) == ["t1"]                      # the first shape only: rejected fast
+    assert all(s.rel_l2 is None for s in res.shapes) and not any(s.holdout for s in res.shapes)
+
+
+def test_a_foreign_kernel_with_a_small_share_is_rejected_and_named():
+    source = (HERE / "redteam" / "rt_torch_rsqrt_small_share.py").read_text()
+    shapes = (Shape.make("t4k", {"T": 4096, "H": 4096}, dtype="bf16"),)
+    res = evaluate_unlinted(EvalRequest(op="rms_norm", source=source, shapes=shapes, hardware=load_hardware("h200"),
+                                        timeout_s=600.0))
+    assert res.failed_stage == "dsl" and "attribution rule" in res.reasons[0], res.reasons
+    assert "rsqrt" in res.reasons[0].lower(), res.reasons
+    att = res.attribution["t4k"]
+    assert 0.02 < att["foreign_share"] and att["own_us"] > 0, att
+
+
+def test_the_timed_graph_is_replayed_on_fresh_inputs_and_a_capture_only_shortcut_is_rejected():
+    source = (HERE / "redteam" / "rt_graph_capture_detect.py").read_text()
+    res = evaluate_unlinted(request(source, holdout=False))    # the lint stops torch.cuda; the runtime must too
+    assert res.failed_stage == "timing" and "timed-replay rule" in res.reasons[0], res.reasons
+
+
+def test_a_kernel_that_writes_an_input_during_the_call_faults_on_read_only_inputs():
+    res = evaluate(request((HERE / "redteam" / "rt_input_scratch_restored.py").read_text(), timing=False))
+    assert res.failed_stage == "correctness" and res.reasons[0].startswith("input-write rule"), res.reasons
+    assert "illegal" in res.reasons[0].lower() or "CUDA error" in res.reasons[0], res.reasons
+
+
+def test_the_read_only_input_guard_is_available_on_this_gpu():
+    import torch
+
+    from sandbox.input_guard import guarded_inputs
+    x = torch.randn(3, 1000, device="cuda")[:, 7:]
+    g, how = guarded_inputs({"x": x})
+    assert how == "cuda-vmm" and torch.equal(g["x"], x) and g["x"].stride() == x.stride()
+    assert float((g["x"] * 2).sum()) == pytest.approx(float((x * 2).sum()), rel=1e-5)
+    res = evaluate(request(HONEST, timing=False))
+    assert res.accepted and not any("guard unavailable" in r for r in res.reasons), res.reasons
 
 
 def test_work_on_an_unsynchronized_side_stream_is_rejected():

@@ -107,11 +107,32 @@ def test_gpu_times_from_trace_sums_kernels_memsets_and_memcpys_only():
                      "void at::native::reduce_kernel<512, 1>": 20.0}
 
 
-def test_candidate_share_counts_memsets_as_someone_elses_time():
-    times = timing.gpu_times_from_trace(TRACE)
-    assert timing.candidate_share(times, {"_rms_norm_kernel"}) == pytest.approx(60.0 / 90.0)
-    assert timing.candidate_share(times, {"_other_kernel"}) == 0.0
-    assert timing.candidate_share({}, {"_rms_norm_kernel"}) == 0.0
+def test_attribution_counts_memsets_copies_and_fills_as_neutral_and_the_rest_as_foreign():
+    activity = timing.gpu_activity_from_trace(TRACE)
+    att = timing.attribute(activity, {"_rms_norm_kernel"})
+    assert att.own_us == 60.0
+    assert att.neutral_us == {"Memset (Device)": 2.5, "Memcpy DtoD (Device -> Device)": 7.5}
+    assert att.foreign_us == {"void at::native::reduce_kernel<512, 1>": 20.0}
+    assert att.own_share == pytest.approx(60.0 / 80.0) and att.foreign_share == pytest.approx(0.25)
+    assert att.top_foreign(1) == [("void at::native::reduce_kernel<512, 1>", 20.0, pytest.approx(0.25))]
+    nobody = timing.attribute(activity, {"_other_kernel"})
+    assert nobody.own_us == 0.0 and nobody.own_share == 0.0
+    assert timing.attribute({}, {"_rms_norm_kernel"}).own_share == 0.0
+
+
+def test_attribution_neutral_work_is_only_work_that_computes_nothing():
+    fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+    cast = "void at::native::vectorized_elementwise_kernel<4, at::native::bfloat16_copy_kernel_cuda, std::array<char*, 2ul> >"
+    activity = {"_k": ("kernel", 97.0), fill: ("kernel", 50.0), cast: ("kernel", 3.0),
+                "Memcpy DtoH (Device -> Pageable)": ("gpu_memcpy", 1.0), "Memcpy HtoD (Pageable -> Device)": ("gpu_memcpy", 4.0)}
+    att = timing.attribute(activity, {"_k"})
+    assert set(att.neutral_us) == {fill, "Memcpy HtoD (Pageable -> Device)"}
+    assert set(att.foreign_us) == {cast, "Memcpy DtoH (Device -> Pageable)"}   # a cast computes; DtoH feeds the host
+    assert att.foreign_share == pytest.approx(4.0 / 101.0) and att.foreign_share > timing.FOREIGN_COMPUTE_MAX_SHARE
+    named_like_fill = timing.attribute({"FillFunctor": ("kernel", 5.0)}, {"FillFunctor"})
+    assert named_like_fill.own_us == 5.0                        # the candidate's own names win
+    record = att.to_json()
+    assert record["own_us"] == 97.0 and record["foreign_share"] == pytest.approx(att.foreign_share)
 
 
 # ---------------------------------------------------------------- the floor kernel, under the interpreter
@@ -195,16 +216,42 @@ def test_work_on_a_detached_side_stream_is_not_graph_timed():
 
 
 @pytest.mark.gpu
-def test_dsl_share_attributes_triton_time_to_the_candidate_and_matmul_time_to_nobody():
+def test_dsl_attribution_gives_triton_time_to_the_candidate_and_matmul_time_to_foreign_kernels():
     inputs = {"x": torch.rand(1 << 22, device="cuda")}
-    share, times = timing.dsl_share(_copy, inputs, {"_copy_kernel"})
-    assert share > 0.9 and times["_copy_kernel"] > 0.0
+    att = timing.dsl_attribution(_copy, inputs, {"_copy_kernel"})
+    assert att.own_share > 0.98 and att.own_us > 0.0
     a = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
-    share, times = timing.dsl_share(lambda d: torch.matmul(d["a"], d["a"]), {"a": a}, {"_copy_kernel"})
-    assert share < 0.05 and sum(times.values()) > 0.0 and "_copy_kernel" not in times
+    att = timing.dsl_attribution(lambda d: torch.matmul(d["a"], d["a"]), {"a": a}, {"_copy_kernel"})
+    assert att.own_us == 0.0 and att.foreign_share == 1.0 and sum(att.foreign_us.values()) > 0.0
+    zeros = timing.dsl_attribution(lambda d: (torch.zeros(1 << 20, device="cuda"), _copy(d)), inputs, {"_copy_kernel"})
+    assert zeros.neutral_us and zeros.foreign_share == 0.0     # torch.zeros is a fill: neutral
 
 
 @pytest.mark.gpu
 def test_measure_floor_is_a_small_positive_time():
     t = timing.measure_floor(reps=20)
     assert 0.0 < t < 20e-6
+
+
+def test_refill_inputs_copies_into_the_captured_buffers_and_refuses_what_a_graph_baked_in():
+    sets = [{"x": torch.zeros(4), "eps": 1e-6}, {"x": torch.ones(4), "eps": 1e-6}]
+    ptrs = [s["x"].data_ptr() for s in sets]
+    fresh = {"x": torch.arange(4.0), "eps": 1e-6}
+    assert timing.refill_inputs(sets, fresh) is None
+    assert [s["x"].data_ptr() for s in sets] == ptrs and all(torch.equal(s["x"], fresh["x"]) for s in sets)
+    why = timing.refill_inputs(sets, {"x": torch.arange(4.0), "eps": 1e-5})
+    assert why and "'eps'" in why and "baked into the capture" in why
+    assert "does not match" in timing.refill_inputs(sets, {"x": torch.arange(5.0), "eps": 1e-6})
+    assert torch.equal(sets[0]["x"], torch.arange(4.0))          # nothing copied when any set does not match
+
+
+@pytest.mark.gpu
+def test_replay_on_fresh_inputs_replays_what_was_timed():
+    sets = [{"x": torch.rand(1 << 16, device="cuda")} for _ in range(2)]
+    kept: dict = {}
+    r = timing.time_call(_copy, sets, reps=10, keep=kept)
+    assert r.t_graph_s is not None and kept["graph"] is not None
+    fresh = {"x": torch.rand(1 << 16, device="cuda")}
+    out, why = timing.replay_on_fresh_inputs(kept, sets, fresh)
+    assert why is None and torch.equal(out, fresh["x"])
+    assert timing.replay_on_fresh_inputs({}, sets, fresh)[1].startswith("no CUDA graph")

@@ -1,9 +1,9 @@
 # expect: reject
-# stage: correctness
+# stage: timing|correctness
 # op: rms_norm
 # needs: gpu
-# cause: right after its timed calls
-# why: keeps a "done for this shape" flag in a large scratch allocation that the caching allocator hands back call after call, and skips the work once the flag is set: every call computes while torch.empty is poisoned (the correctness trials), then timed calls (and CUDA-graph replays, whose pool persists) skip the work; caught by the re-check right after timing
+# cause: timed-replay rule|right after its timed calls
+# why: keeps a "done for this shape" flag in a large scratch allocation that the caching allocator hands back call after call, and skips the work once the flag is set: every call computes while torch.empty is poisoned (the correctness trials), then timed calls (and CUDA-graph replays, whose pool persists) skip the work; caught by the replay of the timed graph on fresh inputs (timed-replay rule), else by the re-check right after timing
 import torch
 import triton
 import triton.language as tl
