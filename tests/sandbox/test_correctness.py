@@ -220,9 +220,12 @@ def test_holdout_shapes_are_checked_but_never_visible_nor_printed():
     # The candidate printed every shape it saw; only visible ones may reach the report.
     printed = {tuple(map(int, ln.split()[2:4])) for ln in res.stdout_tail.splitlines() if ln.startswith("CALLED")}
     assert printed == {(1, 128), (4, 256)}
-    visible_json = json.dumps([s.__dict__ for s in res.visible_shapes()] + res.reasons)
+    visible_json = json.dumps(res.to_json()["shapes"][:len(res.visible_shapes())] + res.reasons)
+    assert not any(row.get("holdout") for row in res.to_json()["shapes"][:len(res.visible_shapes())])
     for s in hidden:
         assert json.dumps(s.dims) not in visible_json
+        if s.ran_dims:                                   # the dims that actually ran are as secret
+            assert json.dumps(s.ran_dims) not in visible_json
 
 
 @pytest.mark.interpreter

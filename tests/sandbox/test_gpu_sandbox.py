@@ -113,8 +113,7 @@ def test_attribution_rejects_hidden_torch_work_on_the_first_shape_before_any_cor
 def test_a_foreign_kernel_with_a_small_share_is_rejected_and_named():
     source = (HERE / "redteam" / "rt_torch_rsqrt_small_share.py").read_text()
     shapes = (Shape.make("t4k", {"T": 4096, "H": 4096}, dtype="bf16"),)
-    res = evaluate_unlinted(EvalRequest(op="rms_norm", source=source, shapes=shapes, hardware=load_hardware("h200"),
-                                        timeout_s=600.0))
+    res = evaluate_unlinted(make_request("rms_norm", source, shapes, timeout_s=600.0))
     assert res.failed_stage == "dsl" and "attribution rule" in res.reasons[0], res.reasons
     assert "rsqrt" in res.reasons[0].lower(), res.reasons
     att = res.attribution["t4k"]

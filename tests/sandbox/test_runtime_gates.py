@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from sandbox_requests import make_request
+
 from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
 from sandbox import correctness as cx
@@ -105,8 +107,7 @@ def op_dir(tmp_path_factory) -> str:
 
 def run(source: str, op_dir: str, **kw):
     kw.setdefault("holdout", False)
-    req = EvalRequest(op="twice_add", source=source, shapes=(SHAPE,), hardware=load_hardware("h200"), trials=2,
-                      timeout_s=120.0, interpreter=True, **kw)
+    req = make_request("twice_add", source, (SHAPE,), trials=2, timeout_s=120.0, interpreter=True, **kw)
     return evaluate_unlinted(req, operator_dir=op_dir)
 
 
@@ -233,9 +234,8 @@ def test_a_libdevice_kernel_on_the_cpu_is_marked_an_interpreter_limitation_not_a
     path = HERE / "honest" / "rms_norm_libdevice_rsqrt.py"
     source = path.read_text()
     spec = load_operator("rms_norm")
-    res = evaluate(EvalRequest(op="rms_norm", source=source, shapes=visible_shapes(spec, parse_header(source)),
-                               hardware=load_hardware("h200"), trials=1, holdout=False, interpreter=True,
-                               timing=False, timeout_s=120.0))
+    res = evaluate(make_request("rms_norm", source, visible_shapes(spec, parse_header(source)), trials=1,
+                                holdout=False, interpreter=True, timing=False, timeout_s=120.0))
     assert not res.accepted and res.interpreter_limitation, res.reasons
     assert "libdevice" in res.interpreter_limitation and "not a fault of the candidate" in res.reasons[0]
     assert res.to_json()["interpreter_limitation"] == res.interpreter_limitation
