@@ -105,7 +105,11 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
           shape_set: str = typer.Option("hot", "--shape-set", help="hot | all | prefill | decode"),
           hardware: Optional[str] = typer.Option(None, "--hardware", help="profile in configs/hardware (default: auto)"),
           json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict record here"),
-          baseline: Optional[str] = typer.Option(None, "--baseline", help="score the PyTorch reference: eager | compile"),
+          baseline: Optional[str] = typer.Option(None, "--baseline",
+                                                 help="score what users run instead: eager | compile | liger | cublas"),
+          require: List[str] = typer.Option([], "--require",
+                                            help="reject kernels whose PTX/SASS lacks this feature: wgmma | tma | "
+                                                 "cp.async | ldmatrix | mma (repeatable)"),
           counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
           config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
           override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
@@ -113,10 +117,18 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     interpreter = use_interpreter_if_no_gpu()
     cfg = _config(config, override)
     spec = _operator(op)
-    if baseline not in (None, "eager", "compile"):
-        raise usage_error(f"--baseline {baseline!r}: choose eager or compile")
+    from sandbox.baselines import unavailable
+    from sandbox.compile_child import FEATURES
+    if baseline and unavailable(spec.module, baseline, op):
+        raise usage_error(unavailable(spec.module, baseline, op))
     if baseline and kernel:
-        raise usage_error("--baseline scores the PyTorch reference; drop --kernel, or drop --baseline")
+        raise usage_error("--baseline scores what users run instead of a kernel; drop --kernel, or drop --baseline")
+    unknown = [f for f in require if f not in FEATURES]
+    if unknown:
+        raise usage_error(f"--require {', '.join(unknown)}: not a feature the compile gate reads; "
+                          f"choose from {', '.join(FEATURES)}")
+    if require and baseline:
+        raise usage_error("--require checks a Triton kernel's compiled code; baselines are not compiled by the gate")
     try:
         chosen = spec.select(shape_set)
     except ValueError as e:
@@ -137,7 +149,8 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
                                   hardware=primary, trials=s.trials, holdout=s.holdout and not baseline,
                                   dsl_threshold=s.dsl_threshold, counters=counters or s.counters,
                                   counter_shapes=s.counter_shapes, timeout_s=s.timeout_s,
-                                  require_features=s.require_features, baseline=baseline,
+                                  require_features=tuple(dict.fromkeys((*s.require_features, *require))),
+                                  baseline=baseline,
                                   network_namespace=s.network_namespace,
                                   gpu_memory_fraction=s.gpu_memory_fraction))
     console = make_console()

@@ -17,12 +17,12 @@ from benchmarks.hardware import Hardware
 from benchmarks.roofline import roofline
 from benchmarks.spec import Shape
 from sandbox import correctness as cx
+from sandbox.baselines import BASELINES, unavailable
 from sandbox.correctness import HarnessError, Rejected
 from sandbox.gpu_gates import GpuGates
 from sandbox.isolation import WorkerFailure, WorkerProcess
 from sandbox.verdict import EvalResult, ShapeResult
 
-BASELINES = ("eager", "compile")
 _HOLDOUT_PROBLEMS = {"type": "the output is not exactly a torch.Tensor", "dtype": "the output has the wrong dtype",
                      "shape": "the output has the wrong shape", "device": "the output is on the wrong device",
                      "alias": "the output shares memory with an input",
@@ -44,7 +44,7 @@ class EvalRequest:
     counter_shapes: int = 2
     timeout_s: float = 900.0
     require_features: tuple[str, ...] = ()
-    baseline: str | None = None              # "eager" | "compile": score the PyTorch reference itself
+    baseline: str | None = None              # sandbox.baselines.BASELINES: score what users run instead
     seed: int | None = None                  # None: fresh random seeds (os.urandom) per evaluation
     network_namespace: bool = True
     gpu_memory_fraction: float = 0.9
@@ -89,6 +89,8 @@ class _Evaluation(GpuGates):
         _validate(req)
         self.req, self.operator_dir, self.lint = req, operator_dir, lint
         self.spec = cx.load_spec(req.op, operator_dir)
+        if req.baseline and unavailable(self.spec.module, req.baseline, req.op):
+            raise ValueError(unavailable(self.spec.module, req.baseline, req.op))
         cuda = torch.cuda.is_available()
         self.interpreter = (not cuda) if req.interpreter is None else bool(req.interpreter)
         if not self.interpreter and not cuda:
