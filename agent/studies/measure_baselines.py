@@ -32,7 +32,15 @@ if str(ROOT) not in sys.path:
 
 # Variants of each seed: a name and the CONFIGS entries it changes ("a.*.b": every entry of a). The seed
 # itself is always measured as "seed"; a variant that fails the check is reported, never timed.
-VARIANTS: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+def _every(bucket_key: str, **values) -> dict[str, Any]:
+    return {f"{bucket_key}.*.{k}": v for k, v in values.items()}
+
+
+VARIANTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
+        (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))
+        for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))],
+}
 SLOW_BASELINES = {"fused_moe": ("eager", "compile", "liger")}   # host-syncing: 25-50 ms a call, eager-timed
 MAX_INPUT_SET_BYTES = 1 << 30     # as the sandbox worker: rotated input sets up to 1 GiB per shape
 MAX_INPUT_SETS = 4
@@ -260,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     text = render(records=[asdict(r) for r in records], meta=meta, hw=hw)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
-    print(text.split("## ")[0] if "## " in text else text)
+    summary = text.split("## Summary", 1)[-1].split("\n## ", 1)[0]
+    print("## Summary" + summary)
     print(f"wrote {args.out} and {records_dir}/records.json in {time.monotonic() - started:.0f} s")
     return 0
 
