@@ -36,7 +36,21 @@ def _every(bucket_key: str, **values) -> dict[str, Any]:
     return {f"{bucket_key}.*.{k}": v for k, v in values.items()}
 
 
-VARIANTS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+def _scale(key: str, factor: float, lo: int = 1, hi: int = 32):
+    """Every entry of every rms_norm bucket: key times factor, clamped to [lo, hi]."""
+    def edit(cfg):
+        for _, table in cfg["by_tokens"]:
+            for entry in table.values():
+                entry[key] = int(min(hi, max(lo, entry[key] * factor)))
+    return edit
+
+
+VARIANTS: dict[str, list[tuple[str, Any]]] = {
+    "rms_norm": [("persistent", {"by_tokens.*.*.PERSISTENT": 1})] + [
+        (f"persistent_s{s}_p{p}", {"by_tokens.*.*.PERSISTENT": 1, "by_tokens.*.*.LOOP_STAGES": s,
+                                   "by_tokens.*.*.PROGRAMS_PER_SM": p}) for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
+        ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
+        ("rows_double", _scale("ROWS", 2, hi=16))],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))
         for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))],
@@ -96,14 +110,18 @@ def load_seed(spec) -> Any:
     return module
 
 
-def seed_variant(module, overrides: dict[str, Any]) -> Callable[..., Any]:
-    """The seed's function run with CONFIGS changed by `overrides` (restored after each call)."""
+def seed_variant(module, overrides) -> Callable[..., Any]:
+    """The seed's function run with CONFIGS changed by `overrides` (restored after each call): a dict of
+    set_path paths and values, or a function that edits a copy of CONFIGS in place."""
     fn = getattr(module, module.__name__.removeprefix("aka_seed_"))
     if not overrides:
         return fn
     changed = copy.deepcopy(module.CONFIGS)
-    for path, value in overrides.items():
-        set_path(changed, path, value)
+    if callable(overrides):
+        overrides(changed)
+    else:
+        for path, value in overrides.items():
+            set_path(changed, path, value)
 
     def run(**inputs):
         saved = module.CONFIGS

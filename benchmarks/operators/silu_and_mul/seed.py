@@ -65,7 +65,11 @@ def _silu_and_mul_kernel(x_ptr, out_ptr, T, I, stride_x_row, stride_x_col, strid
 
 def _launch(T: int, I: int) -> dict:
     n = T * I
-    launch = next((dict(cfg) for bound, cfg in CONFIGS["by_outputs"] if n <= bound), dict(CONFIGS["by_outputs"][-1][1]))
+    launch = dict(CONFIGS["by_outputs"][-1][1])
+    for bound, cfg in CONFIGS["by_outputs"]:
+        if n <= bound:
+            launch = dict(cfg)
+            break
     if n >= 1 << 31:
         launch["FLAT"] = 0               # the flat index is int32
     if launch["FLAT"]:
