@@ -45,7 +45,38 @@ def _scale(key: str, factor: float, lo: int = 1, hi: int = 32):
     return edit
 
 
+def _buckets(lo: int, hi: int, **values):
+    """gemm/fused_moe-style (bound, dict) buckets with lo <= bound <= hi: set these values."""
+    def edit(cfg):
+        for bound, entry in cfg["buckets"]:
+            if lo <= bound <= hi:
+                entry.update(values)
+    return edit
+
+
+def _both(*edits):
+    def edit(cfg):
+        for e in edits:
+            e(cfg)
+    return edit
+
+
+_DECODE, _PREFILL = (0, 64), (256, 1 << 62)
+_TMA_PERSISTENT = dict(TMA=1, PERSISTENT=1, FLATTEN=1, num_stages=4)
+
 VARIANTS: dict[str, list[tuple[str, Any]]] = {
+    "gemm": [
+        ("tma", _buckets(0, 1 << 62, TMA=1)),
+        ("tma_persistent", _buckets(0, 1 << 62, **_TMA_PERSISTENT)),
+        ("tma_persistent_ws", _buckets(0, 1 << 62, WARP_SPECIALIZE=1, **_TMA_PERSISTENT)),
+        ("persistent_128x256", _buckets(*_PREFILL, BLOCK_N=256, num_warps=8, **dict(_TMA_PERSISTENT, num_stages=3))),
+        ("persistent_128x128_w8", _buckets(*_PREFILL, num_warps=8, **_TMA_PERSISTENT)),
+        ("persistent_128x128x128", _buckets(*_PREFILL, BLOCK_K=128, **dict(_TMA_PERSISTENT, num_stages=2))),
+        ("splitk2", _buckets(*_DECODE, SPLIT_K=2)),
+        ("splitk4", _buckets(*_DECODE, SPLIT_K=4)),
+        ("splitk4_tma", _buckets(*_DECODE, SPLIT_K=4, TMA=1)),
+        ("decode_bn32", _both(_buckets(*_DECODE, BLOCK_N=32), _buckets(*_DECODE, num_stages=5))),
+    ],
     "rms_norm": [("persistent", {"by_tokens.*.*.PERSISTENT": 1})] + [
         (f"persistent_s{s}_p{p}", {"by_tokens.*.*.PERSISTENT": 1, "by_tokens.*.*.LOOP_STAGES": s,
                                    "by_tokens.*.*.PROGRAMS_PER_SM": p}) for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
