@@ -187,7 +187,7 @@ def render(records: list[dict], meta: dict, hw) -> str:
     clocks = env.get("clocks_mhz") or {}
     ops = list(dict.fromkeys(r["op"] for r in records))
     lines = [f"# Seeds beside what users run ({datetime.date.today().isoformat()})", "",
-             f"Command: `{meta.get('command', '?')}` (one process, {fmt(meta.get('wall_s'), '.0f')} s)", "",
+             f"Command: `{meta.get('command', '?')}` ({fmt(meta.get('wall_s'), '.0f')} s)", "",
              f"GPU: {env.get('gpu', '?')}, driver {env.get('driver', '?')}, SM clock {clocks.get('sm', '?')} MHz "
              f"(max {clocks.get('sm_max', '?')}) when read; torch {env.get('torch')}, triton {env.get('triton')}, "
              f"liger-kernel {env.get('liger-kernel')}, Python {env.get('python')}. Hot shapes, bf16.", "",
@@ -197,7 +197,7 @@ def render(records: list[dict], meta: dict, hw) -> str:
         lines += ["**Dry run on the CPU (Triton interpreter, scaled-down fp32 shapes): correctness only, no timing "
                   "(`ok`: checked against the reference). Liger's kernels do not run under the interpreter.**", ""]
     if meta.get("skipped_ops"):
-        lines += [f"Skipped (time limit): {', '.join(meta['skipped_ops'])}", ""]
+        lines += [f"Not measured (time limit; `--resume` measures them): {', '.join(meta['skipped_ops'])}", ""]
     lines += ["## Summary", "", "| operator | best baselines | best / seed (min / median / max) | "
               "with best variant | targets met (seed) |", "|---|---|---|---|---|"]
     for op in ops:

@@ -62,9 +62,33 @@ def _both(*edits):
 
 
 _DECODE, _PREFILL = (0, 64), (256, 1 << 62)
+
+
+def _moe(lo: int, hi: int, gemm1: dict | None = None, gemm2: dict | None = None, **values):
+    """fused_moe buckets with lo <= bound <= hi (bounds are rows per expert): set values and GEMM tiles."""
+    def edit(cfg):
+        for bound, entry in cfg["buckets"]:
+            if lo <= bound <= hi:
+                entry.update(values)
+                entry["gemm1"].update(gemm1 or {})
+                entry["gemm2"].update(gemm2 or {})
+    return edit
+
+
+_MOE_PREFILL = (48, 1 << 62)      # T=1024 (32 rows per expert) and T=4096 (128) DeepSeek shapes
 _TMA_PERSISTENT = dict(TMA=1, PERSISTENT=1, FLATTEN=1, num_stages=4)
 
 VARIANTS: dict[str, list[tuple[str, Any]]] = {
+    "fused_moe": [
+        ("w_tma", _moe(0, 1 << 62, W_TMA=1)),
+        ("prefill_group8", _moe(*_MOE_PREFILL, GROUP_M=8)),
+        ("prefill_w_tma_group8", _moe(*_MOE_PREFILL, GROUP_M=8, W_TMA=1)),
+        ("prefill_g2_n256", _moe(*_MOE_PREFILL, gemm2=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=3))),
+        ("prefill_w_tma_k128", _moe(*_MOE_PREFILL, W_TMA=1, gemm1=dict(BLOCK_K=128, num_stages=2),
+                                    gemm2=dict(BLOCK_K=128, num_stages=3))),
+        ("prefill_m64_w4", _moe(*_MOE_PREFILL, BLOCK_M=64, gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
+                                gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
+    ],
     "gemm": [
         ("tma", _buckets(0, 1 << 62, TMA=1)),
         ("tma_persistent", _buckets(0, 1 << 62, **_TMA_PERSISTENT)),
@@ -277,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="also fused_moe's host-syncing baselines (per-expert loop, Liger): minutes more")
     ap.add_argument("--max-minutes", type=float, default=8.0, help="stop starting new operators after this")
     ap.add_argument("--dry-run", action="store_true", help="CPU: check every implementation under the interpreter")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the records of operators an earlier run (same --out) finished; measure the rest")
     args = ap.parse_args(argv)
     import torch
     from agent.studies.baseline_report import render
@@ -299,22 +325,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"latency floor {floor_s * 1e6:.2f} us", flush=True)
     env = environment() if device == "cuda" else {"device": "cpu (dry run)"}
     command = "python3 agent/studies/measure_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    started, records, skipped = time.monotonic(), [], []
-    with open(records_dir / "log.txt", "w") as log:
+    started, records, earlier_wall = time.monotonic(), [], 0.0
+    earlier = records_dir / "records.json"
+    if args.resume and earlier.is_file():
+        data = json.loads(earlier.read_text())
+        records = [Record(**r) for r in data["records"] if r["op"] in ops]
+        env = data["meta"].get("env", env)
+        command = data["meta"].get("command", command) + f"`, then `{command}"
+        earlier_wall = float(data["meta"].get("wall_s") or 0.0)
+        floor_s = floor_s or (data["meta"].get("floor_us") or 0) * 1e-6 or None
+        print(f"resumed {len(records)} records of {sorted({r.op for r in records})}", flush=True)
+    done = {r.op for r in records}
+
+    def meta() -> dict:
+        return {"env": env, "command": command, "hardware": hw.name, "floor_us": floor_s and floor_s * 1e6,
+                "wall_s": earlier_wall + time.monotonic() - started, "dry_run": args.dry_run,
+                "skipped_ops": [o for o in ops if o not in {r.op for r in records}]}
+
+    with open(records_dir / "log.txt", "a") as log:
         for op in ops:
-            if time.monotonic() - started > args.max_minutes * 60:
-                skipped.append(op)
+            if op in done:
                 continue
+            if time.monotonic() - started > args.max_minutes * 60:
+                continue          # reported as skipped; --resume measures it later
             spec = load_operator(op)
             print(f"{op} ...", flush=True)
             records += measure_op(spec, spec.select(args.shape_set), hw, floor_s, device, variants=not args.no_variants,
                                   slow=args.slow_baselines, dry_run=args.dry_run, only=only, log=log)
-            meta = {"env": env, "command": command, "hardware": hw.name, "floor_us": floor_s and floor_s * 1e6,
-                    "wall_s": time.monotonic() - started, "skipped_ops": skipped, "dry_run": args.dry_run}
             (records_dir / "records.json").write_text(json.dumps(
-                {"meta": meta, "records": [asdict(r) for r in records]}, indent=1, default=str))
-    meta["skipped_ops"] = skipped + [o for o in ops if o not in {r.op for r in records} and o not in skipped]
-    text = render(records=[asdict(r) for r in records], meta=meta, hw=hw)
+                {"meta": meta(), "records": [asdict(r) for r in records]}, indent=1, default=str))
+    text = render(records=[asdict(r) for r in records], meta=meta(), hw=hw)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     summary = text.split("## Summary", 1)[-1].split("\n## ", 1)[0]

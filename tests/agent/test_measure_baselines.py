@@ -53,3 +53,15 @@ def test_dry_run_checks_the_seed_and_baselines_on_the_cpu(tmp_path):
     assert {i for _, i in impls} == {"seed", "eager"}
     assert all(r["error"] is None and r["rel_l2"] < 1e-5 and r["t_us"] is None for r in impls.values())
     assert "Dry run on the CPU" in out.read_text()
+
+
+@pytest.mark.interpreter
+def test_resume_keeps_finished_operators_and_measures_the_rest(tmp_path):
+    out = tmp_path / "report.md"
+    assert main(["--out", str(out), "--dry-run", "--ops", "silu_and_mul", "--only", "eager", "--no-variants"]) == 0
+    assert main(["--out", str(out), "--dry-run", "--ops", "silu_and_mul,rms_norm", "--only", "eager",
+                 "--no-variants", "--resume"]) == 0
+    data = json.loads((tmp_path / "report_records" / "records.json").read_text())
+    assert {r["op"] for r in data["records"]} == {"silu_and_mul", "rms_norm"}
+    assert len([r for r in data["records"] if r["op"] == "silu_and_mul"]) == 16       # 8 shapes x (seed, eager)
+    assert "--resume" in data["meta"]["command"] and "Not measured" not in out.read_text()
