@@ -215,12 +215,11 @@ def input_sets(spec, dims, dtype, device, n_max=MAX_INPUT_SETS) -> list[dict]:
     return [first] + [spec.make_inputs(dims, dtype, 1000 + i, device) for i in range(1, n)]
 
 
-def check(spec, fn, prepare, inputs: dict, dtype: str) -> tuple[float, float, str | None]:
-    """(rel_l2, max_rel_err, failure or None) of one call against the operator's reference."""
+def check(spec, fn, prepare, inputs: dict, dtype: str, ref) -> tuple[float, float, str | None]:
+    """(rel_l2, max_rel_err, failure or None) of one call against the operator's reference output `ref`."""
     import torch
     from sandbox import correctness as cx
     with torch.no_grad():
-        ref = spec.reference(**inputs)
         out = fn(**(prepare(inputs) if prepare else inputs))
     if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
         got = (tuple(out.shape), out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__
@@ -231,6 +230,7 @@ def check(spec, fn, prepare, inputs: dict, dtype: str) -> tuple[float, float, st
 
 
 def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, only, log) -> list[Record]:
+    import torch
     from benchmarks.roofline import roofline
     records = []
     impls = implementations(spec, variants, slow, only)
@@ -239,6 +239,8 @@ def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, on
         dtype = "fp32" if dry_run else shape.dtype
         rl = roofline(*spec.work(shape), hw)
         sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
+        with torch.no_grad():     # main() turned TF32 off: references in full fp32, as the sandbox's parent
+            ref = spec.reference(**sets[0])
         for name, kind, fn, prepare in impls:
             rec = Record(spec.name, shape.id, dict(dims), dtype, name, kind, t_roof_us=rl.t_roof_s * 1e6,
                          t_floor_us=floor_s * 1e6 if floor_s else None, weight=shape.weight)
@@ -247,7 +249,7 @@ def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, on
                 rec.error = prepare      # the reason it does not apply
             else:
                 try:
-                    rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, sets[0], dtype)
+                    rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, sets[0], dtype, ref)
                     if rec.error is None and not dry_run:
                         _time(rec, fn, prepare, sets)
                 except Exception as e:  # noqa: BLE001 - one implementation failing must not end the study
@@ -257,9 +259,8 @@ def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, on
             msg = (f"{rec.t_us:9.2f} us ({rec.mode})" if rec.t_us else f"not timed: {str(rec.error)[:120]}"
                    if rec.error else f"checked, rel_l2 {rec.rel_l2:.1e}")
             print(f"  {spec.name:13s} {shape.id:26s} {name:16s} {msg}  [{time.monotonic() - t0:.1f} s]", flush=True)
-        del sets
+        del sets, ref
         if device == "cuda":
-            import torch
             torch.cuda.empty_cache()
     return records
 

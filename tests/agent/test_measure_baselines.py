@@ -65,3 +65,12 @@ def test_resume_keeps_finished_operators_and_measures_the_rest(tmp_path):
     assert {r["op"] for r in data["records"]} == {"silu_and_mul", "rms_norm"}
     assert len([r for r in data["records"] if r["op"] == "silu_and_mul"]) == 16       # 8 shapes x (seed, eager)
     assert "--resume" in data["meta"]["command"] and "Not measured" not in out.read_text()
+
+
+@pytest.mark.gpu
+def test_one_operator_is_timed_beside_its_static_compile_on_the_gpu(tmp_path):
+    out = tmp_path / "report.md"
+    assert main(["--out", str(out), "--ops", "silu_and_mul", "--only", "compile", "--no-variants"]) == 0
+    data = json.loads((tmp_path / "report_records" / "records.json").read_text())
+    assert data["records"] and all(r["t_us"] and r["mode"] == "graph" for r in data["records"]), data["records"]
+    assert "best / seed" in out.read_text()
