@@ -4,10 +4,10 @@
 - compile: the same function under torch.compile with static shapes (`dynamic=False`): one specialized
   graph per shape, as a serving engine gets for each batch size it captures. torch.compile's default
   (`dynamic=None`) turns a dimension symbolic the second time it sees a new size, and the worker calls
-  one compiled function on every shape of the set: from the second shape on, Inductor generated
-  dynamic-shape kernels (a looped reduction over a symbolic H for rms_norm). On the H200 that read
-  1.6-2.1x slower than a per-shape static compile on rms_norm and 1.1-2.4x on silu_and_mul (2026-12-01),
-  and understated the competitor.
+  one compiled function on every shape of the set: from the second shape on, dynamo traced symbolic
+  sizes and Inductor generated dynamic-shape kernels (seen with a recording backend:
+  tests/sandbox/test_baselines.py). On the H200 that baseline read 1.6-2.1x slower than a per-shape
+  static compile on rms_norm and 1.1-2.4x on silu_and_mul (2026-12-01): it understated the competitor.
 - liger:   Liger-Kernel's Triton kernel for the operator (`baseline_liger` in operator.py; an optional
   dependency, imported only when asked for).
 - cublas:  the vendor library as PyTorch ships it (`baseline_cublas`: torch.matmul for gemm).
