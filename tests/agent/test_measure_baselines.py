@@ -4,7 +4,8 @@ import json
 import pytest
 
 from agent.studies import baseline_report as br
-from agent.studies.measure_baselines import main, set_path
+from agent.studies.measure_baselines import main
+from agent.studies.seed_variants import set_path
 
 
 def test_set_path_reaches_every_bucket_and_one_key():
