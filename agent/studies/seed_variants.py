@@ -35,7 +35,7 @@ def _every(bucket_key: str, **values) -> dict[str, Any]:
 def _scale(key: str, factor: float, lo: int = 1, hi: int = 32):
     """Every entry of every rms_norm bucket: key times factor, clamped to [lo, hi]."""
     def edit(cfg):
-        for _, table in cfg["by_tokens"]:
+        for table in (cfg["by_block_h"], cfg["decode_by_block_h"]):
             for entry in table.values():
                 entry[key] = int(min(hi, max(lo, entry[key] * factor)))
     return edit
@@ -97,9 +97,10 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("splitk4_tma", _buckets(*_DECODE, SPLIT_K=4, TMA=1)),
         ("decode_bn32", _both(_buckets(*_DECODE, BLOCK_N=32), _buckets(*_DECODE, num_stages=5))),
     ],
-    "rms_norm": [("persistent", {"by_tokens.*.*.PERSISTENT": 1})] + [
-        (f"persistent_s{s}_p{p}", {"by_tokens.*.*.PERSISTENT": 1, "by_tokens.*.*.LOOP_STAGES": s,
-                                   "by_tokens.*.*.PROGRAMS_PER_SM": p}) for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
+    "rms_norm": [("persistent", {**_every("by_block_h", PERSISTENT=1), **_every("decode_by_block_h", PERSISTENT=1)})] + [
+        (f"persistent_s{s}_p{p}", {**_every("by_block_h", PERSISTENT=1, LOOP_STAGES=s, PROGRAMS_PER_SM=p),
+                                   **_every("decode_by_block_h", PERSISTENT=1, LOOP_STAGES=s, PROGRAMS_PER_SM=p)})
+        for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16))],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [

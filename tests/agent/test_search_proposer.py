@@ -1,6 +1,5 @@
 """The offline search proposer and its CONFIGS space: rewrites, pruning, tabu, determinism, prefetch."""
 import ast
-import copy
 import importlib.util
 import re
 import subprocess
@@ -383,11 +382,8 @@ def test_the_default_compile_check_uses_the_sandbox_gates():
     src = (OPERATORS_DIR / "rms_norm" / "seed.py").read_text()
     lit = read_configs(src)
     assert sandbox_compile_check(src, "rms_norm").ok
-    # The bucket the tiny compile-gate shape uses: the decode token bucket, the narrowest width.
-    bucket = min(lit.value["by_tokens"][0][1])
-    changed = copy.deepcopy(lit.value)
-    changed["by_tokens"][0][1][bucket]["ROWS"] = 3
-    broken = apply_config(src, changed)
+    bucket = min(lit.value["decode_by_block_h"])           # the bucket the tiny compile-gate shape uses
+    broken = apply_config(src, {"decode_by_block_h": {bucket: {"ROWS": 3}}})
     check = sandbox_compile_check(broken, "rms_norm")
-    assert get_at(read_configs(broken).value, ("by_tokens", 0, 1, bucket, "ROWS")) == 3
+    assert get_at(read_configs(broken).value, ("decode_by_block_h", bucket, "ROWS")) == 3
     assert not check.ok and "power of 2" in check.error

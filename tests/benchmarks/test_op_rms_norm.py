@@ -151,8 +151,8 @@ def test_seed_chunked_path_for_rows_wider_than_max_block(spec, seed, monkeypatch
 def test_seed_persistent_grid_matches_reference(spec, seed, monkeypatch, T, H, rows, stages):
     """PERSISTENT=1 with fewer programs than row blocks: each program loops over several blocks."""
     table = {k: dict(v, PERSISTENT=1, ROWS=rows, PROGRAMS_PER_SM=1, LOOP_STAGES=stages)
-             for k, v in seed.CONFIGS["by_tokens"][0][1].items()}
-    monkeypatch.setitem(seed.CONFIGS, "by_tokens", [(1 << 62, table)])
+             for k, v in seed.CONFIGS["decode_by_block_h"].items()}
+    monkeypatch.setitem(seed.CONFIGS, "decode_by_block_h", table)
     monkeypatch.setattr(seed, "_sm_count", lambda x: 2)
     cfg = seed._config(T, 256)
     assert cfg["PERSISTENT"] == 1 and cfg["ROWS"] == rows

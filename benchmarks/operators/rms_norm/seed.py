@@ -13,30 +13,29 @@ import torch
 import triton
 import triton.language as tl
 
-# Tunables by the number of rows T (the first bucket whose bound is >= T), then by BLOCK_H (H rounded
-# up to a power of two; sizes above the largest key use the largest key's entry). The num_warps give
+# Tunables by the number of rows T (decode or prefill table), then by BLOCK_H (H rounded up to a power
+# of two; sizes above the largest key use the largest key's entry). The num_warps give
 # each thread 16 elements of x, two 16-byte bf16 vectors (sm_90 compile: 38-40 registers, no spills).
 # Defaults are the 2026-11-29 seed's; agent/studies/measure_baselines.py times the switches per shape.
 CONFIGS = {
     "max_block_h": 8192,   # wider rows go in chunks (a 16384 chunk for H=16385 took 128 registers + stack)
-    "by_tokens": [
-        (256, {   # decode
-            256: dict(ROWS=8, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            512: dict(ROWS=4, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            1024: dict(ROWS=2, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            2048: dict(ROWS=1, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            4096: dict(ROWS=1, num_warps=8, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            8192: dict(ROWS=1, num_warps=16, PERSISTENT=0, PROGRAMS_PER_SM=2, LOOP_STAGES=1),
-        }),
-        (1 << 62, {   # prefill
-            256: dict(ROWS=8, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            512: dict(ROWS=4, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            1024: dict(ROWS=2, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            2048: dict(ROWS=1, num_warps=4, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            4096: dict(ROWS=1, num_warps=8, PERSISTENT=0, PROGRAMS_PER_SM=4, LOOP_STAGES=1),
-            8192: dict(ROWS=1, num_warps=16, PERSISTENT=0, PROGRAMS_PER_SM=2, LOOP_STAGES=1),
-        }),
-    ],
+    "decode_max_t": 256,   # T up to this uses "decode_by_block_h", larger T "by_block_h"
+    "by_block_h": {
+        256: {"ROWS": 8, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        512: {"ROWS": 4, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        1024: {"ROWS": 2, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        4096: {"ROWS": 1, "num_warps": 8, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        8192: {"ROWS": 1, "num_warps": 16, "PERSISTENT": 0, "PROGRAMS_PER_SM": 2, "LOOP_STAGES": 1},
+    },
+    "decode_by_block_h": {
+        256: {"ROWS": 8, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        512: {"ROWS": 4, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        1024: {"ROWS": 2, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        4096: {"ROWS": 1, "num_warps": 8, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        8192: {"ROWS": 1, "num_warps": 16, "PERSISTENT": 0, "PROGRAMS_PER_SM": 2, "LOOP_STAGES": 1},
+    },
 }
 SEARCH_SPACE = {"PERSISTENT": [0, 1], "LOOP_STAGES": [1, 2, 3]}
 
@@ -103,11 +102,7 @@ def _sm_count(x) -> int:
 
 
 def _config(T: int, block_h: int) -> dict:
-    table = CONFIGS["by_tokens"][-1][1]
-    for bound, by_block_h in CONFIGS["by_tokens"]:
-        if T <= bound:
-            table = by_block_h
-            break
+    table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
     return dict(table[fitting[0] if fitting else max(table)])
 
