@@ -103,7 +103,11 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
           shape_set: str = typer.Option("hot", "--shape-set", help="hot | all | prefill | decode"),
           hardware: Optional[str] = typer.Option(None, "--hardware", help="profile in configs/hardware (default: auto)"),
           json_out: Optional[Path] = typer.Option(None, "--json", help="write the verdict record here"),
-          baseline: Optional[str] = typer.Option(None, "--baseline", help="score the PyTorch reference: eager | compile"),
+          baseline: Optional[str] = typer.Option(None, "--baseline",
+                                                 help="score what users run instead: eager | compile | liger | cublas"),
+          require: List[str] = typer.Option([], "--require",
+                                            help="reject kernels whose PTX/SASS lacks this feature: wgmma | tma | "
+                                                 "cp.async | ldmatrix | mma (repeatable)"),
           counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
           verbose: bool = typer.Option(False, "-v", "--verbose", help="print where the evaluation's wall time went"),
           config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
@@ -112,10 +116,18 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     interpreter = use_interpreter_if_no_gpu()
     cfg = _config(config, override)
     spec = _operator(op)
-    if baseline not in (None, "eager", "compile"):
-        raise usage_error(f"--baseline {baseline!r}: choose eager or compile")
+    from sandbox.baselines import unavailable
+    from sandbox.compile_child import FEATURES
+    if baseline and unavailable(spec.module, baseline, op):
+        raise usage_error(unavailable(spec.module, baseline, op))
     if baseline and kernel:
-        raise usage_error("--baseline scores the PyTorch reference; drop --kernel, or drop --baseline")
+        raise usage_error("--baseline scores what users run instead of a kernel; drop --kernel, or drop --baseline")
+    unknown = [f for f in require if f not in FEATURES]
+    if unknown:
+        raise usage_error(f"--require {', '.join(unknown)}: not a feature the compile gate reads; "
+                          f"choose from {', '.join(FEATURES)}")
+    if require and baseline:
+        raise usage_error("--require checks a Triton kernel's compiled code; baselines are not compiled by the gate")
     try:
         chosen = spec.select(shape_set)
     except ValueError as e:
@@ -133,7 +145,8 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
     from agent.progress import StageProgress
     from agent.report import console as make_console, rescore, shape_table
     from sandbox import EvalRequest, evaluate
-    settings = dataclasses.replace(cfg.sandbox, counters=counters or cfg.sandbox.counters)
+    settings = dataclasses.replace(cfg.sandbox, counters=counters or cfg.sandbox.counters,
+                                   require_features=tuple(dict.fromkeys((*cfg.sandbox.require_features, *require))))
     with StageProgress() as stage_progress:
         result = evaluate(EvalRequest(op=op, source=source, shapes=tuple(chosen), hardware=primary,
                                       settings=settings, baseline=baseline), progress=stage_progress)

@@ -21,6 +21,7 @@ from benchmarks.spec import Shape
 from sandbox import correctness as cx
 from sandbox.compile_cache import CompileCache
 from sandbox.conversation import Conversation
+from sandbox.baselines import BASELINES, unavailable
 from sandbox.correctness import Rejected
 from sandbox.gpu_gates import GpuGates
 from sandbox.isolation import WorkerProcess
@@ -29,7 +30,6 @@ from sandbox.settings import SandboxSettings
 from sandbox.trial_evidence import TrialEvidence
 from sandbox.verdict import EvalResult, ShapeResult
 
-BASELINES = ("eager", "compile")
 _HOLDOUT_PROBLEMS = {"type": "the output is not exactly a torch.Tensor", "dtype": "the output has the wrong dtype",
                      "shape": "the output has the wrong shape", "device": "the output is on the wrong device",
                      "alias": "the output shares memory with an input",
@@ -49,7 +49,7 @@ class EvalRequest:
     settings: SandboxSettings = SandboxSettings()
     timing: bool = True                      # False: correctness only (GPU), e.g. for tests
     correctness: bool = True                 # False: timing only (no hold-outs, no counters): a verified kernel
-    baseline: str | None = None              # "eager" | "compile": score the PyTorch reference itself
+    baseline: str | None = None              # sandbox.baselines.BASELINES: score what users run instead
     seed: int | None = None                  # None: fresh random seeds (os.urandom) per evaluation
     interpreter: bool | None = None          # None: auto (no CUDA -> Triton interpreter)
 
@@ -94,6 +94,8 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
         self.settings, self.op, self.pool, self.cache = req.settings, req.op, pool, cache
         self._init_conversation()
         self.spec = cx.load_spec(req.op, operator_dir)
+        if req.baseline and unavailable(self.spec.module, req.baseline, req.op):
+            raise ValueError(unavailable(self.spec.module, req.baseline, req.op))
         cuda = torch.cuda.is_available()
         self.interpreter = (not cuda) if req.interpreter is None else bool(req.interpreter)
         if not self.interpreter and not cuda:

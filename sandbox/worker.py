@@ -74,6 +74,7 @@ class Worker:
         self._held_buffers: dict | None = None   # the last check's input buffers, for a `fresh` re-run
         self.interpreter = False
         self.loopback: str | None = None
+        self.prepare = lambda inputs: inputs   # a library baseline's input form (sandbox/baselines.py)
 
     # ---- plumbing --------------------------------------------------------------------------------
     def reply(self, header: dict, payload=b"") -> None:
@@ -111,18 +112,10 @@ class Worker:
         device_name = self._set_device(msg["device"], float(msg.get("memory_fraction", 0.9)))
         t_device = time.monotonic() - t0
         baseline = msg.get("baseline")
-        if baseline:
-            # What a user would run instead (the operator's baseline(), else its reference), eager or compiled
-            # with torch.compile's defaults. The recompile limit is raised so that a shape set larger than
-            # dynamo's default cache (8) is not silently run eagerly.
-            fn = getattr(self.spec.module, "baseline", self.spec.reference)
-            if baseline == "compile":
-                import torch._dynamo
-                for knob in ("cache_size_limit", "recompile_limit"):
-                    if hasattr(torch._dynamo.config, knob):
-                        setattr(torch._dynamo.config, knob, 64)
-                fn = self.torch.compile(fn)
-            self.fn = fn
+        if baseline:   # what a user runs instead (sandbox/baselines.py): our code, never the candidate's
+            from sandbox.baselines import build
+            chosen = build(self.spec.module, baseline)
+            self.fn, self.prepare = chosen.fn, chosen.prepare
         else:
             self.candidate_path = msg["candidate_path"]
             self.fn = self._load_candidate(self.candidate_path, msg["op"])
@@ -264,10 +257,10 @@ class Worker:
         an unsynchronized side stream is caught unfinished in the copy, as a consumer kernel would see it."""
         torch = self.torch
         if self.device.type != "cuda":
-            return self.call(inputs), None
+            return self.call(self.prepare(inputs)), None
         stream = torch.cuda.current_stream()
         try:
-            out = self.fn(**inputs)
+            out = self.fn(**self.prepare(inputs))
             snapshot = None
             if type(out) is torch.Tensor and out.device.type == "cuda":
                 with torch.cuda.stream(stream):
@@ -328,6 +321,7 @@ class Worker:
         kwargs = {k: msg[k] for k in ("reps", "warmup") if msg.get(k)}
         t_inputs = time.monotonic() - t0
         kept: dict = {}
+        sets = [self.prepare(s) for s in sets]    # a library baseline's own input form (identity otherwise)
         res = time_call(self._wrapped(), sets, keep=kept, **kwargs)
         header = {"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
                   "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -91,7 +92,7 @@ def test_optimize_then_review_and_export(tmp_path, cands):
     assert r.exit_code == 0
     assert '-        256: {"ROWS": 8' in r.output and '+        256: {"ROWS": 16' in r.output
     r = invoke(app, "audit", "diff", run_id, "2", *c)                    # wrong.py vs the incumbent it faced
-    assert r.exit_code == 0 and "+        y = x * rstd[:, None]\n" in r.output
+    assert r.exit_code == 0 and re.search(r"^\+\s+y = x \* rstd\[:, None\]$", r.output, re.MULTILINE)
     assert "incumbent (iteration 1)" in r.output
 
     r = invoke(app, "audit", "verify", *c)

@@ -143,7 +143,9 @@ def test_enumerate_one_bucket_of_the_gemm_seed():
     bucket = read_configs(src).value["buckets"][2][1]
     assert set(bucket) >= {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
     size = space_size(src, within=("buckets", 2))
-    assert size == 5 * 5 * 5 * 5 * 5 * 6
+    # tiles, GROUP_M, warps (5 values each), stages (6), and the structural switches SEARCH_SPACE declares:
+    # TMA, PERSISTENT, WARP_SPECIALIZE, FLATTEN (2 each) and SPLIT_K (4)
+    assert size == 5 * 5 * 5 * 5 * 5 * 6 * (2 * 2 * 2 * 2 * 4)
     sample = random_configs(src, 20, seed=1, within=("buckets", 2))
     assert all(c["buckets"][0] == read_configs(src).value["buckets"][0] for c in sample)
     assert len({config_key(c) for c in sample}) == 20
@@ -380,8 +382,8 @@ def test_the_default_compile_check_uses_the_sandbox_gates():
     src = (OPERATORS_DIR / "rms_norm" / "seed.py").read_text()
     lit = read_configs(src)
     assert sandbox_compile_check(src, "rms_norm").ok
-    bucket = min(lit.value["by_block_h"])                  # the bucket the tiny compile-gate shape uses
-    broken = apply_config(src, {"by_block_h": {bucket: {"ROWS": 3}}})
+    bucket = min(lit.value["decode_by_block_h"])           # the bucket the tiny compile-gate shape uses
+    broken = apply_config(src, {"decode_by_block_h": {bucket: {"ROWS": 3}}})
     check = sandbox_compile_check(broken, "rms_norm")
-    assert get_at(read_configs(broken).value, ("by_block_h", bucket, "ROWS")) == 3
+    assert get_at(read_configs(broken).value, ("decode_by_block_h", bucket, "ROWS")) == 3
     assert not check.ok and "power of 2" in check.error

@@ -204,6 +204,22 @@ def test_seed_with_idle_experts_and_one_shared_expert_set():
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("dims", [{"T": 7, "H": 48, "I": 24, "E": 8, "k": 4},      # ragged I tiles (24 of 32)
+                                  {"T": 5, "H": 40, "I": 16, "E": 3, "k": 1},      # k = 1, K tail of H
+                                  {"T": 1, "H": 49, "I": 24, "E": 8, "k": 4}],     # H odd: pointer fallback
+                         ids=lambda d: "-".join(f"{k}{x}" for k, x in d.items()))
+def test_weight_tma_switch_matches_reference(dims):
+    """W_TMA=1 (weight tiles through descriptors over w1 [E*2I, H] and w2 [E*H, I]) at tiles that leave
+    ragged N and K edges, so the descriptor's zero fill and the never-stored neighbour rows both occur."""
+    seed = _load_seed()
+    seed.CONFIGS["buckets"] = [(bound, dict(cfg, W_TMA=1, BLOCK_M=16,
+                                            gemm1=dict(cfg["gemm1"], BLOCK_N=32, BLOCK_K=32),
+                                            gemm2=dict(cfg["gemm2"], BLOCK_N=32, BLOCK_K=32)))
+                               for bound, cfg in seed.CONFIGS["buckets"]]
+    _run(seed, dims, "fp32")
+
+
+@pytest.mark.interpreter
 def test_seed_with_chunked_alignment_and_large_tiles():
     """The prefill paths: multi-program alignment, BLOCK_M=128 tiles, GROUP_M ordering, masked K tails."""
     seed = _load_seed(align_single_program_max_pairs=0, align_chunk=16)
@@ -242,11 +258,25 @@ def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
                 "kernel": kernel, "types": _GEMM_TYPES,
                 "constexprs": {**{s: 1 for s in unit}, "TOPK": 8, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": g["BLOCK_N"],
                                "BLOCK_K": g["BLOCK_K"], "GROUP_M": cfg["GROUP_M"], "EVEN_K": True,
-                               "DOT_PRECISION": "tf32"},
+                               "DOT_PRECISION": "tf32", "W_TMA": 0,
+                               ("w1_desc" if kernel == "_fused_moe_gemm1_kernel" else "w2_desc"): None},
                 "aligned": [n for n in _GEMM_TYPES] + ["H", "I", "stride_ht", "stride_we", "stride_wn", "stride_im",
                                                        "stride_pp"],
                 "num_warps": g["num_warps"], "num_stages": g["num_stages"]})
             expect_wgmma.append(cfg["BLOCK_M"] >= 64)
+    for bound, cfg in seed.CONFIGS["buckets"][-2:]:          # the prefill buckets with weight TMA on
+        for kernel, g, unit, desc in [
+                ("_fused_moe_gemm1_kernel", cfg["gemm1"], ("stride_hh", "stride_wk", "stride_ii"), "w1_desc"),
+                ("_fused_moe_gemm2_kernel", cfg["gemm2"], ("stride_ii", "stride_wk", "stride_ph", "stride_rj"), "w2_desc")]:
+            compiles.append({
+                "kernel": kernel, "types": {**_GEMM_TYPES, desc: f"tensordesc<bf16[{g['BLOCK_N']}, {g['BLOCK_K']}]>"},
+                "constexprs": {**{s: 1 for s in unit}, "TOPK": 8, "BLOCK_M": cfg["BLOCK_M"], "BLOCK_N": g["BLOCK_N"],
+                               "BLOCK_K": g["BLOCK_K"], "GROUP_M": cfg["GROUP_M"], "EVEN_K": True,
+                               "DOT_PRECISION": "tf32", "W_TMA": 1},
+                "aligned": [n for n in _GEMM_TYPES] + ["H", "I", "stride_ht", "stride_we", "stride_wn", "stride_im",
+                                                       "stride_pp"],
+                "num_warps": g["num_warps"], "num_stages": g["num_stages"]})
+            expect_wgmma.append(True)
     # The alignment kernels at their largest: 1024 pairs in one program; 2048-pair chunks, 64 x 256 counts.
     ids = {"topk_ids_ptr": "*i32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",
            "chunk_counts_ptr": "*i32", "chunk_base_ptr": "*i32"}
@@ -271,6 +301,7 @@ def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
         name = f"{c['kernel']} BLOCK_M={c['constexprs'].get('BLOCK_M')}"
         if wgmma:
             assert r["wgmma"], f"{name}: no wgmma in the PTX"
+        assert r["tma"] == bool(c["constexprs"].get("W_TMA")), f"{name}: TMA in the PTX is {r['tma']}"
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{name} spills: {r['usage']}"
 
 

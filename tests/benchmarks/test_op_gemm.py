@@ -181,6 +181,38 @@ def test_seed_matches_reference_under_the_interpreter(dims, dtype):
     assert all(torch.equal(inp[n], kept[n]) for n in inp), "the seed modified its inputs"
 
 
+SWITCHES = [dict(TMA=1), dict(PERSISTENT=1), dict(TMA=1, PERSISTENT=1), dict(SPLIT_K=3),
+            dict(SPLIT_K=2, TMA=1, PERSISTENT=1), dict(TMA=1, PERSISTENT=1, FLATTEN=1)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("switches", SWITCHES, ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
+@pytest.mark.parametrize("dims", [{"M": 7, "N": 33, "K": 48}, {"M": 37, "N": 50, "K": 72}],
+                         ids=lambda d: "x".join(str(v) for v in d.values()))
+def test_every_switch_setting_matches_reference(dims, switches, monkeypatch):
+    """The structural switches the search and the study flip (TMA, persistent grid, split-K) at tile sizes
+    that leave ragged edges in M, N and K. K = 48 and 72 keep TMA's 16-byte row rule in fp32."""
+    seed = _load_seed()
+    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, **switches))
+               for bound, cfg in seed.CONFIGS["buckets"]]
+    monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
+    monkeypatch.setitem(seed.CONFIGS, "min_programs", 1)
+    monkeypatch.setattr(seed, "_sm_count", lambda t: 3)       # fewer programs than tiles: the loop runs
+    inp = op.make_inputs(dims, "fp32", seed=5, device="cpu")
+    assert seed._tma_ready(inp["a"]) and seed._tma_ready(inp["b"])
+    assert_within(seed.gemm(**inp), op.reference(**inp), op.TOLERANCES["fp32"])
+
+
+@pytest.mark.interpreter
+def test_tma_falls_back_to_pointers_when_a_row_stride_breaks_the_16_byte_rule(monkeypatch):
+    seed = _load_seed()
+    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, TMA=1)) for bound, cfg in seed.CONFIGS["buckets"]]
+    monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
+    inp = op.make_inputs({"M": 5, "N": 20, "K": 33}, "fp32", seed=6, device="cpu")     # 132-byte rows
+    assert not seed._tma_ready(inp["a"])
+    assert_within(seed.gemm(**inp), op.reference(**inp), op.TOLERANCES["fp32"])
+
+
 @pytest.mark.interpreter
 def test_seed_handles_a_strided_activation_view():
     seed = _load_seed()
@@ -211,24 +243,44 @@ def compile_for_hopper(compiles: list[dict]) -> list[dict]:
     return hopper_compile.compile_for_hopper(SEED_PATH, compiles)
 
 
+def _hopper_compile_item(cfg: dict) -> dict:
+    """One sm_90 compile of _gemm_kernel as a bf16 launch would specialize it (unit strides constant,
+    16-aligned pointers and sizes hinted), with the tensor descriptors' types when TMA is on."""
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    types = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16"}
+    const = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "EVEN_K": True, "DOT_PRECISION": "tf32",
+             **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "SPLIT_K", "TMA", "PERSISTENT",
+                                    "WARP_SPECIALIZE", "FLATTEN")}}
+    if cfg["TMA"]:
+        types.update(a_desc=f"tensordesc<bf16[{bm}, {bk}]>", b_desc=f"tensordesc<bf16[{bn}, {bk}]>",
+                     c_desc=f"tensordesc<bf16[{bm}, {bn}]>")
+    else:
+        const.update(a_desc=None, b_desc=None, c_desc=None)
+    if cfg["SPLIT_K"] > 1:
+        types["ws_ptr"] = "*fp32"
+    else:
+        const["ws_ptr"] = None
+    return {"kernel": "_gemm_kernel", "types": types, "constexprs": const,
+            "aligned": ["a_ptr", "b_ptr", "c_ptr", "N", "K", "stride_am", "stride_bn", "stride_cm"],
+            "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+
+
 @pytest.mark.slow
 def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
     seed = _load_seed()
-    compiles = []
-    for bound, cfg in seed.CONFIGS["buckets"]:
-        compiles.append({
-            "kernel": "_gemm_kernel", "types": {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16"},
-            # As a launch specializes them: unit strides become constants, 16-aligned pointers/sizes get hints.
-            "constexprs": {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "EVEN_K": True, "DOT_PRECISION": "tf32",
-                           **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}},
-            "aligned": ["a_ptr", "b_ptr", "c_ptr", "N", "K", "stride_am", "stride_bn", "stride_cm"],
-            "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]})
-    results = compile_for_hopper(compiles)
-    assert len(results) == len(compiles)
-    for (bound, cfg), r in zip(seed.CONFIGS["buckets"], results):
+    prefill = seed.CONFIGS["buckets"][-1][1]
+    decode = seed.CONFIGS["buckets"][0][1]
+    cases = [(f"bucket M<={bound}", cfg) for bound, cfg in seed.CONFIGS["buckets"]] + [
+        ("prefill TMA", dict(prefill, TMA=1)),
+        ("prefill TMA persistent", dict(prefill, TMA=1, PERSISTENT=1, FLATTEN=1, num_stages=4)),
+        ("decode TMA split-K", dict(decode, TMA=1, SPLIT_K=4))]
+    results = compile_for_hopper([_hopper_compile_item(cfg) for _, cfg in cases])
+    assert len(results) == len(cases)
+    for (name, cfg), r in zip(cases, results):
         if cfg["BLOCK_M"] >= 64:    # wgmma tiles are 64 rows per warp group; thinner tiles use mma.sync
-            assert r["wgmma"], f"bucket M<={bound}: no wgmma in the PTX"
-        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"bucket M<={bound} spills: {r['usage']}"
+            assert r["wgmma"], f"{name}: no wgmma in the PTX"
+        assert r["tma"] == bool(cfg["TMA"]), f"{name}: TMA in the PTX is {r['tma']}, the switch {cfg['TMA']}"
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{name} spills: {r['usage']}"
 
 
 # ---- on the GPU --------------------------------------------------------------------------------

@@ -145,6 +145,24 @@ def test_seed_chunked_path_for_rows_wider_than_max_block(spec, seed, monkeypatch
     assert tolerance_failures(seed.rms_norm(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
 
 
+@pytest.mark.interpreter
+@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize("T, H, rows", [(7, 200, 2), (5, 64, 1), (9, 37, 4)])
+def test_seed_persistent_grid_matches_reference(spec, seed, monkeypatch, T, H, rows, stages):
+    """PERSISTENT=1 with fewer programs than row blocks: each program loops over several blocks."""
+    table = {k: dict(v, PERSISTENT=1, ROWS=rows, PROGRAMS_PER_SM=1, LOOP_STAGES=stages)
+             for k, v in seed.CONFIGS["decode_by_block_h"].items()}
+    monkeypatch.setitem(seed.CONFIGS, "decode_by_block_h", table)
+    monkeypatch.setattr(seed, "_sm_count", lambda x: 2)
+    cfg = seed._config(T, 256)
+    assert cfg["PERSISTENT"] == 1 and cfg["ROWS"] == rows
+    inputs = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T * H, device="cpu")
+    wide = torch.cat([inputs["x"], inputs["x"][:, :5]], dim=1)[:, :H]      # row stride H + 5
+    for x in (inputs["x"], wide):
+        out = seed.rms_norm(x, inputs["weight"], 1e-6)
+        assert tolerance_failures(out, spec.reference(x, inputs["weight"], 1e-6), spec.tolerance("fp32")) == []
+
+
 @triton.jit
 def _rms_norm_fp16_accumulating_kernel(x_ptr, w_ptr, y_ptr, H, stride, eps, BLOCK: tl.constexpr):
     row = tl.program_id(0)
@@ -240,23 +258,24 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
     d16 = [["tt.divisibility", 16]]
     report = {}
     for H in (2048, 4096, 7168, 8192):
-        block = min(triton.next_power_of_2(H), m.CONFIGS["max_block_h"])
-        cfg = m._config(block)
-        sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "T": "i32", "H": "i32",
-               "stride_x_row": "i32", "stride_x_col": "constexpr", "stride_w": "constexpr",
-               "stride_y_row": "i32", "eps": "fp32", "ROWS": "constexpr", "BLOCK_H": "constexpr",
-               "NUM_CHUNKS": "constexpr"}
-        src = triton.compiler.ASTSource(m._rms_norm_kernel, sig, attrs={(i,): d16 for i in (0, 1, 2, 4, 5, 8)},
-            constexprs={"stride_x_col": 1, "stride_w": 1, "ROWS": cfg["ROWS"], "BLOCK_H": block,
-                        "NUM_CHUNKS": triton.cdiv(H, block)})
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
-        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-            f.write(k.asm["cubin"])
-        usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-        os.unlink(f.name)
-        regs, local = re.search(r"REG:(\d+)", usage).group(1), re.search(r"LOCAL:(\d+)", usage).group(1)
-        report[H] = {"regs": int(regs), "local": int(local),
-                     "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None}
+        for T, persistent, stages in ((64, 0, 1), (8192, 0, 1), (8192, 1, 1), (8192, 1, 2)):
+            block = min(triton.next_power_of_2(H), m.CONFIGS["max_block_h"])
+            cfg = m._config(T, block)
+            sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "T": "i32", "H": "i32",
+                   "stride_x_row": "i32", "stride_x_col": "constexpr", "stride_w": "constexpr",
+                   "stride_y_row": "i32", "eps": "fp32", "ROWS": "constexpr", "BLOCK_H": "constexpr",
+                   "NUM_CHUNKS": "constexpr", "PERSISTENT": "constexpr", "LOOP_STAGES": "constexpr"}
+            src = triton.compiler.ASTSource(m._rms_norm_kernel, sig, attrs={(i,): d16 for i in (0, 1, 2, 4, 5, 8)},
+                constexprs={"stride_x_col": 1, "stride_w": 1, "ROWS": cfg["ROWS"], "BLOCK_H": block,
+                            "NUM_CHUNKS": triton.cdiv(H, block), "PERSISTENT": persistent, "LOOP_STAGES": stages})
+            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
+            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+                f.write(k.asm["cubin"])
+            usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+            os.unlink(f.name)
+            regs, local = re.search(r"REG:(\d+)", usage).group(1), re.search(r"LOCAL:(\d+)", usage).group(1)
+            report[f"H={H} T={T} PERSISTENT={persistent} LOOP_STAGES={stages}"] = {
+                "regs": int(regs), "local": int(local), "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None}
     print(json.dumps(report))
 """)
 
@@ -268,6 +287,7 @@ def test_seed_compiles_for_hopper_without_spills(spec, tmp_path):
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(report) == 16
     for H, r in report.items():
         assert r["local"] == 0, f"H={H}: {r['local']} bytes of local memory (register spills)"
         assert r["regs"] <= 128, f"H={H}: {r['regs']} registers"

@@ -111,6 +111,21 @@ def test_seed_matches_reference(spec, seed, dtype, T, I):
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("flat", [0, 1])
+@pytest.mark.parametrize("T, I", [(3, 200), (5, 128), (2, 37)])
+def test_both_launch_shapes_match_reference(spec, seed, monkeypatch, flat, T, I):
+    """The FLAT switch the search and the study flip: both values are the same function."""
+    buckets = [(bound, dict(cfg, FLAT=flat, BLOCK=256)) for bound, cfg in seed.CONFIGS["by_outputs"]]
+    monkeypatch.setitem(seed.CONFIGS, "by_outputs", buckets)
+    assert seed._launch(T, I)["FLAT"] == flat
+    inputs = spec.make_inputs({"T": T, "I": I}, "fp32", seed=T + I, device="cpu")
+    x = inputs["x"]
+    view = torch.cat([x, x[:, :6]], dim=1)[:, : 2 * I]          # row stride 2I + 6
+    for arg in (x, view):
+        assert tolerance_failures(seed.silu_and_mul(arg), spec.reference(arg), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_seed_handles_strided_rows_and_columns(spec, seed, dtype):
     T, I = 3, 100
@@ -206,21 +221,30 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     d16 = [["tt.divisibility", 16]]
     report = {}
-    for I in (256, 2304, 3584, 14336):
-        block = min(triton.next_power_of_2(I), m.CONFIGS["max_block_i"])
-        cfg = m._config(block)
-        sig = {"x_ptr": "*bf16", "out_ptr": "*bf16", "T": "i32", "I": "i32", "stride_x_row": "i32",
-               "stride_x_col": "constexpr", "stride_out_row": "i32", "ROWS": "constexpr", "BLOCK_I": "constexpr"}
-        src = triton.compiler.ASTSource(m._silu_and_mul_kernel, sig, attrs={(i,): d16 for i in (0, 1, 3, 4, 6)},
-            constexprs={"stride_x_col": 1, "ROWS": cfg["ROWS"], "BLOCK_I": block})
-        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
-        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-            f.write(k.asm["cubin"])
-        usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-        os.unlink(f.name)
-        report[I] = {"regs": int(re.search(r"REG:(\d+)", usage).group(1)),
-                     "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-                     "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None}
+    for T, I in ((16, 256), (64, 3584), (8192, 3584), (4, 14336), (8192, 2304)):
+        for flat in (0, 1):
+            cfg = m._launch(T, I)
+            if cfg["FLAT"] != flat:   # the other switch value, with the tile the launcher would give it
+                saved = [dict(c) for _, c in m.CONFIGS["by_outputs"]]
+                for _, c in m.CONFIGS["by_outputs"]:
+                    c["FLAT"] = flat
+                cfg = m._launch(T, I)
+                for (_, c), old in zip(m.CONFIGS["by_outputs"], saved):
+                    c.clear(); c.update(old)
+            sig = {"x_ptr": "*bf16", "out_ptr": "*bf16", "T": "i32", "I": "i32", "stride_x_row": "i32",
+                   "stride_x_col": "constexpr", "stride_out_row": "i32", "FLAT": "constexpr", "BLOCK": "constexpr",
+                   "ROWS": "constexpr", "BLOCK_I": "constexpr"}
+            src = triton.compiler.ASTSource(m._silu_and_mul_kernel, sig, attrs={(i,): d16 for i in (0, 1, 3, 4, 6)},
+                constexprs={"stride_x_col": 1, "FLAT": flat, "BLOCK": cfg["BLOCK"], "ROWS": cfg["ROWS"],
+                            "BLOCK_I": cfg["BLOCK_I"]})
+            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
+            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+                f.write(k.asm["cubin"])
+            usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+            os.unlink(f.name)
+            report[f"T={T} I={I} FLAT={flat}"] = {"regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+                         "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+                         "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None}
     print(json.dumps(report))
 """)
 
@@ -232,6 +256,7 @@ def test_seed_compiles_for_hopper_without_spills(spec, tmp_path):
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert len(report) == 10
     for I, r in report.items():
         assert r["local"] == 0, f"I={I}: {r['local']} bytes of local memory (register spills)"
         assert r["regs"] <= 128, f"I={I}: {r['regs']} registers"

@@ -141,6 +141,16 @@ def baseline(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     return out.to(hidden.dtype)
 
 
+def baseline_liger(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
+    """Liger-Kernel's fused MoE forward (`--baseline liger`): the same weight layout (w1 [E, 2I, H], gate
+    rows first; w2 [E, H, I]). Written for training: token tiles fixed at 64 rows, configs autotuned per
+    (H, I) whatever T is, and one host sync (.item()) for the tile count, so it cannot be graph-captured
+    and is timed with eager launches (host time included). For fused_moe, `--baseline cublas` has no
+    counterpart: cuBLAS has no routed grouped GEMM; the per-expert loop on cuBLAS is `--baseline eager`."""
+    from liger_kernel.ops.fused_moe import LigerFusedMoEFunction   # optional dependency, imported on use
+    return LigerFusedMoEFunction.apply(hidden, w1, w2, topk_ids, topk_weights)
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H, _, _, _ = _dims(dims)
     torch_dtype(NAME, dtype)

@@ -20,6 +20,7 @@ programs past the real count (read on the device) exit at once, so the call can 
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 # Tile shapes by rows per expert, m = T * k / E (how full a BLOCK_M tile of one expert gets; T alone
 # cannot tell DeepSeek's 256 experts from Mixtral's 8): the first bucket whose bound is >= m is used.
@@ -29,25 +30,25 @@ import triton.language as tl
 # Small m (decode) is memory-bound: thin BLOCK_M, wide loads with 2-3 stages in flight.
 CONFIGS = {
     "buckets": [
-        (2, dict(BLOCK_M=16, GROUP_M=1,
+        (2, dict(BLOCK_M=16, GROUP_M=1, W_TMA=0,
                  gemm1=dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=2),
                  gemm2=dict(BLOCK_N=128, BLOCK_K=128, num_warps=8, num_stages=2))),
-        (6, dict(BLOCK_M=16, GROUP_M=16,
+        (6, dict(BLOCK_M=16, GROUP_M=16, W_TMA=0,
                  gemm1=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3),
                  gemm2=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=3))),
-        (12, dict(BLOCK_M=32, GROUP_M=1,
+        (12, dict(BLOCK_M=32, GROUP_M=1, W_TMA=0,
                   gemm1=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2),
                   gemm2=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2))),
-        (24, dict(BLOCK_M=32, GROUP_M=1,
+        (24, dict(BLOCK_M=32, GROUP_M=1, W_TMA=0,
                   gemm1=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4),
                   gemm2=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4))),
-        (48, dict(BLOCK_M=64, GROUP_M=16,
+        (48, dict(BLOCK_M=64, GROUP_M=16, W_TMA=0,
                   gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
                   gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
-        (160, dict(BLOCK_M=128, GROUP_M=1,
+        (160, dict(BLOCK_M=128, GROUP_M=1, W_TMA=0,
                    gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
                    gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3))),
-        (1 << 62, dict(BLOCK_M=128, GROUP_M=8,
+        (1 << 62, dict(BLOCK_M=128, GROUP_M=8, W_TMA=0,
                        gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=3),
                        gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4))),
     ],
@@ -61,6 +62,9 @@ CONFIGS = {
     "align_offsets_warps": 16,       # the offsets program holds up to align_max_tile counts in registers
     "reduce": dict(BLOCK_H=1024, num_warps=4),
 }
+# W_TMA=1: both grouped GEMMs load expert weight tiles through TMA descriptors (the gathered hidden rows
+# and the inter rows stay pointer loads); 0: pointer loads, the earlier seed. Not yet timed on the H200.
+SEARCH_SPACE = {"W_TMA": [0, 1]}
 
 
 @triton.jit
@@ -180,12 +184,12 @@ def _fused_moe_block_coords(max_blocks, n_tiles, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _fused_moe_gemm1_kernel(hidden_ptr, w1_ptr, inter_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
-                            num_pairs, max_blocks, H, I,
+def _fused_moe_gemm1_kernel(hidden_ptr, w1_ptr, w1_desc, inter_ptr, sorted_ids_ptr, block_expert_ptr,
+                            num_padded_ptr, num_pairs, max_blocks, H, I,
                             stride_ht, stride_hh, stride_we, stride_wn, stride_wk, stride_im, stride_ii,
                             TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
-                            DOT_PRECISION: tl.constexpr):
+                            DOT_PRECISION: tl.constexpr, W_TMA: tl.constexpr):
     pid_m, pid_n = _fused_moe_block_coords(max_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
@@ -202,14 +206,22 @@ def _fused_moe_gemm1_kernel(hidden_ptr, w1_ptr, inter_ptr, sorted_ids_ptr, block
     u_ptrs = g_ptrs + I * stride_wn
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_u = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # W_TMA: weight tiles through a descriptor over w1 as [E * 2I, H] (rows past I of a ragged last
+    # tile belong to the neighbouring half or expert: finite, computed, never stored; past H: zeros).
+    g_row = (expert * 2 * I + pid_n * BLOCK_N).to(tl.int32)
     for k in range(0, tl.cdiv(H, BLOCK_K)):
         if EVEN_K:
             x = tl.load(x_ptrs)
+        else:
+            x = tl.load(x_ptrs, mask=offs_k[None, :] < H - k * BLOCK_K, other=0.0)
+        if W_TMA:
+            g = w1_desc.load([g_row, k * BLOCK_K]).T
+            u = w1_desc.load([g_row + I, k * BLOCK_K]).T
+        elif EVEN_K:
             g = tl.load(g_ptrs)
             u = tl.load(u_ptrs)
         else:
             k_left = H - k * BLOCK_K
-            x = tl.load(x_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             g = tl.load(g_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
             u = tl.load(u_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         acc_g = tl.dot(x, g, acc_g, input_precision=DOT_PRECISION)
@@ -223,13 +235,13 @@ def _fused_moe_gemm1_kernel(hidden_ptr, w1_ptr, inter_ptr, sorted_ids_ptr, block
 
 
 @triton.jit
-def _fused_moe_gemm2_kernel(inter_ptr, w2_ptr, partial_ptr, sorted_ids_ptr, block_expert_ptr, num_padded_ptr,
-                            topk_weights_ptr, num_pairs, max_blocks, H, I,
+def _fused_moe_gemm2_kernel(inter_ptr, w2_ptr, w2_desc, partial_ptr, sorted_ids_ptr, block_expert_ptr,
+                            num_padded_ptr, topk_weights_ptr, num_pairs, max_blocks, H, I,
                             stride_im, stride_ii, stride_we, stride_wn, stride_wk, stride_pp, stride_ph,
                             stride_rt, stride_rj,
                             TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
-                            DOT_PRECISION: tl.constexpr):
+                            DOT_PRECISION: tl.constexpr, W_TMA: tl.constexpr):
     pid_m, pid_n = _fused_moe_block_coords(max_blocks, tl.cdiv(H, BLOCK_N), GROUP_M)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
@@ -243,14 +255,18 @@ def _fused_moe_gemm2_kernel(inter_ptr, w2_ptr, partial_ptr, sorted_ids_ptr, bloc
     a_ptrs = inter_ptr + rows.to(tl.int64)[:, None] * stride_im + offs_k[None, :] * stride_ii
     b_ptrs = w2_ptr + expert * stride_we + cols[None, :] * stride_wn + offs_k[:, None] * stride_wk
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    b_row = (expert * H + pid_n * BLOCK_N).to(tl.int32)      # W_TMA: w2 as [E * H, I]
     for k in range(0, tl.cdiv(I, BLOCK_K)):
         if EVEN_K:
             a = tl.load(a_ptrs)
+        else:
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < I - k * BLOCK_K, other=0.0)
+        if W_TMA:
+            b = w2_desc.load([b_row, k * BLOCK_K]).T
+        elif EVEN_K:
             b = tl.load(b_ptrs)
         else:
-            k_left = I - k * BLOCK_K
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < I - k * BLOCK_K, other=0.0)
         acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
         a_ptrs += BLOCK_K * stride_ii
         b_ptrs += BLOCK_K * stride_wk
@@ -332,27 +348,33 @@ def fused_moe(hidden, w1, w2, topk_weights, topk_ids):
     precision = "ieee" if hidden.dtype == torch.float32 else "tf32"   # fp32 means fp32, not TF32
 
     g1 = dict(cfg["gemm1"])
+    g2 = cfg["gemm2"]
+    # TMA's rule: 16-byte aligned rows (H and I multiples of 8 in bf16); otherwise pointer loads.
+    w_tma = bool(cfg["W_TMA"]) and all(
+        w.is_contiguous() and (w.storage_offset() * w.element_size()) % 16 == 0 for w in (w1, w2)) and (
+        H * w1.element_size()) % 16 == 0 and (I * w2.element_size()) % 16 == 0
     while max_blocks * triton.cdiv(I, g1["BLOCK_N"]) < CONFIGS["gemm1_min_programs"] and g1["BLOCK_N"] > 16:
         g1["BLOCK_N"] //= 2
     inter = torch.empty((max_blocks * BLOCK_M, I), dtype=hidden.dtype, device=hidden.device)
+    w1_desc = TensorDescriptor.from_tensor(w1.view(E * two_I, H), [g1["BLOCK_N"], g1["BLOCK_K"]]) if w_tma else None
     _fused_moe_gemm1_kernel[(max_blocks * triton.cdiv(I, g1["BLOCK_N"]),)](
-        hidden, w1, inter, sorted_ids, block_expert, num_padded, num_pairs, max_blocks, H, I,
+        hidden, w1, w1_desc, inter, sorted_ids, block_expert, num_padded, num_pairs, max_blocks, H, I,
         hidden.stride(0), hidden.stride(1), w1.stride(0), w1.stride(1), w1.stride(2),
         inter.stride(0), inter.stride(1),
         TOPK=k, BLOCK_M=BLOCK_M, BLOCK_N=g1["BLOCK_N"], BLOCK_K=g1["BLOCK_K"], GROUP_M=GROUP_M,
-        EVEN_K=H % g1["BLOCK_K"] == 0, DOT_PRECISION=precision,
+        EVEN_K=H % g1["BLOCK_K"] == 0, DOT_PRECISION=precision, W_TMA=1 if w_tma else 0,
         num_warps=g1["num_warps"], num_stages=g1["num_stages"])
 
     out = torch.empty((T, H), dtype=hidden.dtype, device=hidden.device)
     # With one slot per token the pair rows are the token rows: GEMM 2 writes the output directly.
     partial = out if k == 1 else torch.empty((num_pairs, H), dtype=hidden.dtype, device=hidden.device)
-    g2 = cfg["gemm2"]
+    w2_desc = TensorDescriptor.from_tensor(w2.view(E * H, I), [g2["BLOCK_N"], g2["BLOCK_K"]]) if w_tma else None
     _fused_moe_gemm2_kernel[(max_blocks * triton.cdiv(H, g2["BLOCK_N"]),)](
-        inter, w2, partial, sorted_ids, block_expert, num_padded, topk_weights, num_pairs, max_blocks, H, I,
+        inter, w2, w2_desc, partial, sorted_ids, block_expert, num_padded, topk_weights, num_pairs, max_blocks, H, I,
         inter.stride(0), inter.stride(1), w2.stride(0), w2.stride(1), w2.stride(2),
         partial.stride(0), partial.stride(1), topk_weights.stride(0), topk_weights.stride(1),
         TOPK=k, BLOCK_M=BLOCK_M, BLOCK_N=g2["BLOCK_N"], BLOCK_K=g2["BLOCK_K"], GROUP_M=GROUP_M,
-        EVEN_K=I % g2["BLOCK_K"] == 0, DOT_PRECISION=precision,
+        EVEN_K=I % g2["BLOCK_K"] == 0, DOT_PRECISION=precision, W_TMA=1 if w_tma else 0,
         num_warps=g2["num_warps"], num_stages=g2["num_stages"])
     if k > 1:
         red = CONFIGS["reduce"]

@@ -77,6 +77,13 @@ def baseline(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) ->
     return weight * xf.to(x.dtype)
 
 
+def baseline_liger(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """Liger-Kernel's RMSNorm forward (`--baseline liger`), in its Llama casting mode (the math of
+    `baseline`): one Triton kernel, plus the fp32 rstd per row it keeps for the backward pass."""
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction   # optional dependency, imported on use
+    return LigerRMSNormFunction.apply(x, weight, eps, 0.0, "llama", False)
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H = _dims(dims)
     torch_dtype(NAME, dtype)

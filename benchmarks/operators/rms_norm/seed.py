@@ -1,59 +1,89 @@
 """Seed RMSNorm: y = x / sqrt(mean(x^2) + eps) * weight, loads in the storage dtype, math in fp32.
 
-Memory-bound: each program reads ROWS rows of x once, keeps them in registers, and writes them once;
-the weight is loaded once per program and reused for its rows. Rows up to CONFIGS["max_block_h"]
-wide take one pass; wider rows take two (sum of squares, then normalize), the second re-reading x.
+Memory-bound: each program reads ROWS rows of x once, keeps them in registers, and writes them once.
+Rows up to CONFIGS["max_block_h"] wide take one pass; wider rows take two (sum of squares, then
+normalize), the second re-reading x. Structural switch per bucket (constexpr):
+- PERSISTENT=0: one program per block of ROWS rows (the earlier seed);
+- PERSISTENT=1: PROGRAMS_PER_SM programs per SM loop over the row blocks; the weight is loaded once
+  per program instead of once per row block, and with LOOP_STAGES >= 2 the compiler may prefetch the
+  next block's rows while the current one is reduced.
 One launch per call and no host synchronization, so the call can be captured in a CUDA graph.
 """
 import torch
 import triton
 import triton.language as tl
 
-# Tunables, keyed by BLOCK_H (H rounded up to a power of two); sizes above the largest key use the
-# largest key's entry. ROWS: rows per program (several for narrow rows, so each program moves enough
-# bytes and reuses the weight); num_warps: every entry gives each thread 16 elements of x, two 16-byte
-# bf16 vectors (sm_90 compile: 38-40 registers, no spills).
+# Tunables by the number of rows T (decode or prefill table), then by BLOCK_H (H rounded up to a power
+# of two; sizes above the largest key use the largest key's entry). The num_warps give
+# each thread 16 elements of x, two 16-byte bf16 vectors (sm_90 compile: 38-40 registers, no spills).
+# Defaults are the 2026-11-29 seed's; agent/studies/measure_baselines.py times the switches per shape.
 CONFIGS = {
     "max_block_h": 8192,   # wider rows go in chunks (a 16384 chunk for H=16385 took 128 registers + stack)
+    "decode_max_t": 256,   # T up to this uses "decode_by_block_h", larger T "by_block_h"
     "by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4},
-        512: {"ROWS": 4, "num_warps": 4},
-        1024: {"ROWS": 2, "num_warps": 4},
-        2048: {"ROWS": 1, "num_warps": 4},
-        4096: {"ROWS": 1, "num_warps": 8},
-        8192: {"ROWS": 1, "num_warps": 16},
+        256: {"ROWS": 8, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        512: {"ROWS": 4, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        1024: {"ROWS": 2, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        4096: {"ROWS": 1, "num_warps": 8, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        8192: {"ROWS": 1, "num_warps": 16, "PERSISTENT": 0, "PROGRAMS_PER_SM": 2, "LOOP_STAGES": 1},
+    },
+    "decode_by_block_h": {
+        256: {"ROWS": 8, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        512: {"ROWS": 4, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        1024: {"ROWS": 2, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        4096: {"ROWS": 1, "num_warps": 8, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        8192: {"ROWS": 1, "num_warps": 16, "PERSISTENT": 0, "PROGRAMS_PER_SM": 2, "LOOP_STAGES": 1},
     },
 }
+SEARCH_SPACE = {"PERSISTENT": [0, 1], "LOOP_STAGES": [1, 2, 3]}
+
+
+@triton.jit
+def _normalize_rows(x_ptr, y_ptr, w, blk, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
+                    ROWS: tl.constexpr, BLOCK_H: tl.constexpr):
+    """One block of ROWS rows whose whole width fits in BLOCK_H; w is the weight, already in fp32."""
+    rows = blk * ROWS + tl.arange(0, ROWS)
+    rows64 = rows.to(tl.int64)  # T * stride can pass 2^31 elements on large prefill batches
+    cols = tl.arange(0, BLOCK_H)
+    mask = (rows < T)[:, None] & (cols < H)[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * stride_x_row + cols[None, :] * stride_x_col, mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / H + eps)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(y_ptr + rows64[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_w, stride_y_row, eps,
-                     ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    row_mask = rows < T
-    rows64 = rows.to(tl.int64)  # T * stride can pass 2^31 elements on large prefill batches
-    x_rows = x_ptr + rows64[:, None] * stride_x_row
-    y_rows = y_ptr + rows64[:, None] * stride_y_row
+                     ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+                     PERSISTENT: tl.constexpr, LOOP_STAGES: tl.constexpr):
     cols = tl.arange(0, BLOCK_H)
     if NUM_CHUNKS == 1:
         # Whole row in registers: one read of x, one write of y.
-        col_mask = cols < H
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
-        w = tl.load(w_ptr + cols * stride_w, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / H + eps)
-        y = x * rstd[:, None] * w[None, :]
-        tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+        w = tl.load(w_ptr + cols * stride_w, mask=cols < H, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        if PERSISTENT:
+            for blk in tl.range(tl.program_id(0), tl.cdiv(T, ROWS), tl.num_programs(0), num_stages=LOOP_STAGES):
+                _normalize_rows(x_ptr, y_ptr, w, blk, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
+                                ROWS, BLOCK_H)
+        else:
+            _normalize_rows(x_ptr, y_ptr, w, tl.program_id(0), T, H, stride_x_row, stride_x_col, stride_y_row, eps,
+                            ROWS, BLOCK_H)
     else:
         # Rows too wide for registers: accumulate the sum of squares in fp32, then normalize chunk by chunk.
+        rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+        row_mask = rows < T
+        rows64 = rows.to(tl.int64)
+        x_rows = x_ptr + rows64[:, None] * stride_x_row
+        y_rows = y_ptr + rows64[:, None] * stride_y_row
         acc = tl.zeros([ROWS, BLOCK_H], dtype=tl.float32)
         for c in range(NUM_CHUNKS):
             cc = c * BLOCK_H + cols
             mask = row_mask[:, None] & (cc < H)[None, :]
             x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0).to(tl.float32)
             acc += x * x
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / H + eps)
+        rstd = tl.rsqrt(tl.sum(acc, axis=1) / H + eps)
         for c in range(NUM_CHUNKS):
             cc = c * BLOCK_H + cols
             col_mask = cc < H
@@ -65,10 +95,16 @@ def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stri
             tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _config(block_h: int) -> dict:
-    table = CONFIGS["by_block_h"]
+def _sm_count(x) -> int:
+    if not x.is_cuda:
+        return 132          # the interpreter: an H200's count, so the persistent loop runs as it would there
+    return torch.cuda.get_device_properties(x.device).multi_processor_count
+
+
+def _config(T: int, block_h: int) -> dict:
+    table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
-    return table[fitting[0] if fitting else max(table)]
+    return dict(table[fitting[0] if fitting else max(table)])
 
 
 def rms_norm(x, weight, eps=1e-6):
@@ -80,8 +116,14 @@ def rms_norm(x, weight, eps=1e-6):
         return y
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
     num_chunks = triton.cdiv(H, block_h)
-    cfg = _config(block_h)
-    grid = (triton.cdiv(T, cfg["ROWS"]),)
+    cfg = _config(T, block_h)
+    blocks = triton.cdiv(T, cfg["ROWS"])
+    persistent = int(bool(cfg["PERSISTENT"]) and num_chunks == 1)
+    if persistent:
+        grid = (max(1, min(blocks, _sm_count(x) * cfg["PROGRAMS_PER_SM"])),)
+    else:
+        grid = (blocks,)
     _rms_norm_kernel[grid](x, weight, y, T, H, x.stride(0), x.stride(1), weight.stride(0), y.stride(0), eps,
-                           ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=num_chunks, num_warps=cfg["num_warps"])
+                           ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=num_chunks, PERSISTENT=persistent,
+                           LOOP_STAGES=cfg["LOOP_STAGES"] if persistent else 1, num_warps=cfg["num_warps"])
     return y

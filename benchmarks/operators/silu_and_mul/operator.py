@@ -69,6 +69,20 @@ def baseline(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(x[:, :I]) * x[:, I:]
 
 
+def baseline_liger_inputs(x: torch.Tensor) -> dict:
+    """Liger's SwiGLU MLP holds gate and up as two [T, I] tensors (separate projections), and its kernel
+    takes one row stride for both and the output: split x once per input set, outside the timed call."""
+    I = x.shape[-1] // 2
+    return {"gate": x[:, :I].contiguous(), "up": x[:, I:].contiguous()}
+
+
+def baseline_liger(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """Liger-Kernel's fused SiLU-and-multiply forward (`--baseline liger`): one Triton kernel, one row per
+    program; the same bytes as silu_and_mul(x) (read T*2I, write T*I)."""
+    from liger_kernel.ops.swiglu import LigerSiLUMulFunction   # optional dependency, imported on use
+    return LigerSiLUMulFunction.apply(gate, up)
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, I = _dims(dims)
     torch_dtype(NAME, dtype)

@@ -1,0 +1,272 @@
+"""Every operator's seed beside every baseline users run, on the hot shapes, in ONE process on one GPU.
+
+    python3 agent/studies/measure_baselines.py --out benchmarks/results/h200.md
+
+Each implementation (the seed, its CONFIGS variants, and sandbox/baselines.py's eager, compile, liger and
+cublas where the operator offers them) is checked against the operator's reference once per shape and
+then timed by the sandbox's own timer (sandbox.timing.time_call: CUDA-graph replay, L2 flushed before
+every call, input sets rotated, median), side by side on the same inputs. The report (agent/studies/
+baseline_report.py) gives per shape the best baseline's time over the seed's, attainment against the
+datasheet ceilings, and which variant wins where. JSON records go to `<out stem>_records/`.
+
+This times our own code (seeds and the libraries), not a proposer's candidate, so it runs in-process,
+without the worker's isolation: the lint and the verdict are `aka bench`'s job. `--dry-run` checks
+every implementation on the CPU under Triton's interpreter at scaled-down shapes, without timing.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from agent.studies.seed_variants import VARIANTS, set_path  # noqa: E402 - after the path set-up
+
+ISSUE_OPS = ("rms_norm", "silu_and_mul", "gemm", "fused_moe")   # issue 12's operators: the default set
+SLOW_BASELINES = {"fused_moe": ("eager", "compile", "liger")}   # host-syncing: 25-50 ms a call, eager-timed
+MAX_INPUT_SET_BYTES = 1 << 30     # as the sandbox worker: rotated input sets up to 1 GiB per shape
+MAX_INPUT_SETS = 4
+
+
+@dataclass
+class Record:
+    op: str
+    shape: str
+    dims: dict
+    dtype: str
+    impl: str                      # "seed", "seed:<variant>", or a baseline name
+    kind: str                      # "seed" | "variant" | "baseline"
+    t_us: float | None = None      # scored time: graph replay, else eager
+    t_eager_us: float | None = None
+    mode: str | None = None        # "graph" | "eager" | None (not timed)
+    graph_error: str | None = None
+    spread: float | None = None
+    rel_l2: float | None = None
+    max_rel_err: float | None = None
+    error: str | None = None       # why it was not timed (failed check, raised, not applicable)
+    t_roof_us: float | None = None
+    t_floor_us: float | None = None
+    weight: float | None = None
+
+
+def load_seed(spec) -> Any:
+    name = f"aka_seed_{spec.name}"
+    mod_spec = importlib.util.spec_from_file_location(name, spec.seed_path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module
+    mod_spec.loader.exec_module(module)
+    return module
+
+
+def seed_variant(module, overrides) -> Callable[..., Any]:
+    """The seed's function run with CONFIGS changed by `overrides` (restored after each call): a dict of
+    set_path paths and values, or a function that edits a copy of CONFIGS in place."""
+    fn = getattr(module, module.__name__.removeprefix("aka_seed_"))
+    if not overrides:
+        return fn
+    changed = copy.deepcopy(module.CONFIGS)
+    if callable(overrides):
+        overrides(changed)
+    else:
+        for path, value in overrides.items():
+            set_path(changed, path, value)
+
+    def run(**inputs):
+        saved = module.CONFIGS
+        module.CONFIGS = changed
+        try:
+            return fn(**inputs)
+        finally:
+            module.CONFIGS = saved
+    return run
+
+
+def implementations(spec, variants: bool, slow: bool, only: set[str] | None = None):
+    """(impl name, kind, callable, prepare) for one operator; the baselines through sandbox/baselines.py."""
+    from sandbox.baselines import build, offered_by, unavailable
+    seed = load_seed(spec)
+    out = [("seed", "seed", seed_variant(seed, {}), None)]
+    if variants:
+        out += [(f"seed:{name}", "variant", seed_variant(seed, ov), None) for name, ov in VARIANTS.get(spec.name, [])]
+    for name in offered_by(spec.module):
+        if name in SLOW_BASELINES.get(spec.name, ()) and not slow:
+            continue
+        reason = unavailable(spec.module, name, spec.name)
+        if reason:
+            out.append((name, "baseline", None, reason))
+            continue
+        b = build(spec.module, name)
+        out.append((name, "baseline", b.fn, b.prepare))
+    return [o for o in out if only is None or o[0] in only or o[1] == "seed"]
+
+
+def input_sets(spec, dims, dtype, device, n_max=MAX_INPUT_SETS) -> list[dict]:
+    first = spec.make_inputs(dims, dtype, 1000, device)
+    import torch
+    nbytes = sum(v.numel() * v.element_size() for v in first.values() if isinstance(v, torch.Tensor))
+    n = min(n_max, max(1, MAX_INPUT_SET_BYTES // max(nbytes, 1)))
+    return [first] + [spec.make_inputs(dims, dtype, 1000 + i, device) for i in range(1, n)]
+
+
+def check(spec, fn, prepare, inputs: dict, dtype: str, ref) -> tuple[float, float, str | None]:
+    """(rel_l2, max_rel_err, failure or None) of one call against the operator's reference output `ref`."""
+    import torch
+    from sandbox import correctness as cx
+    with torch.no_grad():
+        out = fn(**(prepare(inputs) if prepare else inputs))
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
+        got = (tuple(out.shape), out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__
+        return float("nan"), float("nan"), f"output {got} is not {tuple(ref.shape)} {ref.dtype}"
+    tol = cx.tolerance_for(spec, cx.dtype_name(ref.dtype), dtype)
+    stats = cx.compare(out, ref, tol)
+    return stats.rel_l2, stats.max_rel_err, (None if stats.passed else stats.describe(tol))
+
+
+def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, only, log) -> list[Record]:
+    import torch
+    from benchmarks.roofline import roofline
+    records = []
+    impls = implementations(spec, variants, slow, only)
+    for shape in shapes:
+        dims = spec.interpreter_dims(shape.dim) if dry_run else shape.dim
+        dtype = "fp32" if dry_run else shape.dtype
+        rl = roofline(*spec.work(shape), hw)
+        sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
+        with torch.no_grad():     # main() turned TF32 off: references in full fp32, as the sandbox's parent
+            ref = spec.reference(**sets[0])
+        for name, kind, fn, prepare in impls:
+            rec = Record(spec.name, shape.id, dict(dims), dtype, name, kind, t_roof_us=rl.t_roof_s * 1e6,
+                         t_floor_us=floor_s * 1e6 if floor_s else None, weight=shape.weight)
+            t0 = time.monotonic()
+            if fn is None:
+                rec.error = prepare      # the reason it does not apply
+            else:
+                try:
+                    rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, sets[0], dtype, ref)
+                    if rec.error is None and not dry_run:
+                        _time(rec, fn, prepare, sets)
+                except Exception as e:  # noqa: BLE001 - one implementation failing must not end the study
+                    rec.error = f"{type(e).__name__}: {str(e)[:400]}"
+                    log.write(traceback.format_exc())
+            records.append(rec)
+            msg = (f"{rec.t_us:9.2f} us ({rec.mode})" if rec.t_us else f"not timed: {str(rec.error)[:120]}"
+                   if rec.error else f"checked, rel_l2 {rec.rel_l2:.1e}")
+            print(f"  {spec.name:13s} {shape.id:26s} {name:16s} {msg}  [{time.monotonic() - t0:.1f} s]", flush=True)
+        del sets, ref
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return records
+
+
+def _time(rec: Record, fn, prepare, sets) -> None:
+    from sandbox.timing import time_call
+    ready = [prepare(s) if prepare else s for s in sets]
+
+    def call(inputs):
+        return fn(**inputs)
+    res = time_call(call, ready)
+    rec.t_us, rec.t_eager_us, rec.mode = res.t_s * 1e6, res.t_eager_s * 1e6, res.mode
+    rec.graph_error, rec.spread = res.graph_error, res.spread
+
+
+def environment() -> dict:
+    import importlib.metadata
+    import platform
+    from sandbox.isolation import gpu_environment
+    env = {"python": platform.python_version()}
+    for pkg in ("torch", "triton", "liger-kernel"):
+        try:
+            env[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            env[pkg] = None
+    env.update(gpu_environment(0))
+    return env
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="markdown report to write (JSON records beside it)")
+    ap.add_argument("--ops", default=",".join(ISSUE_OPS),
+                    help=f"comma-separated operators, or 'all' (default: {','.join(ISSUE_OPS)})")
+    ap.add_argument("--shape-set", default="hot")
+    ap.add_argument("--hardware", default="h200", help="datasheet profile for T_roof (configs/hardware)")
+    ap.add_argument("--only", default="", help="comma-separated implementations to run beside the seed")
+    ap.add_argument("--no-variants", action="store_true", help="the seed as committed only")
+    ap.add_argument("--slow-baselines", action="store_true",
+                    help="also fused_moe's host-syncing baselines (per-expert loop, Liger): minutes more")
+    ap.add_argument("--max-minutes", type=float, default=8.0, help="stop starting new operators after this")
+    ap.add_argument("--dry-run", action="store_true", help="CPU: check every implementation under the interpreter")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the records of operators an earlier run (same --out) finished; measure the rest")
+    args = ap.parse_args(argv)
+    import torch
+    from agent.studies.baseline_report import render
+    from benchmarks.hardware import load_hardware
+    from benchmarks.registry import list_operators, load_operator
+    device = "cpu" if args.dry_run else "cuda"
+    if device == "cuda" and not torch.cuda.is_available():
+        print("error: no CUDA GPU visible; use --dry-run on the CPU", file=sys.stderr)
+        return 2
+    torch.backends.cuda.matmul.allow_tf32 = False   # as the sandbox worker
+    hw = load_hardware(args.hardware)
+    ops = list_operators() if args.ops == "all" else [o for o in args.ops.split(",") if o]
+    only = set(args.only.split(",")) if args.only else None
+    records_dir = args.out.parent / (args.out.stem + "_records")
+    records_dir.mkdir(parents=True, exist_ok=True)
+    floor_s = None
+    if device == "cuda":
+        from sandbox.timing import measure_floor
+        floor_s = measure_floor()
+        print(f"latency floor {floor_s * 1e6:.2f} us", flush=True)
+    env = environment() if device == "cuda" else {"device": "cpu (dry run)"}
+    command = "python3 agent/studies/measure_baselines.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    started, records, earlier_wall = time.monotonic(), [], 0.0
+    earlier = records_dir / "records.json"
+    if args.resume and earlier.is_file():
+        data = json.loads(earlier.read_text())
+        records = [Record(**r) for r in data["records"] if r["op"] in ops]
+        env = data["meta"].get("env", env)
+        command = data["meta"].get("command", command) + f"`, then `{command}"
+        earlier_wall = float(data["meta"].get("wall_s") or 0.0)
+        floor_s = floor_s or (data["meta"].get("floor_us") or 0) * 1e-6 or None
+        print(f"resumed {len(records)} records of {sorted({r.op for r in records})}", flush=True)
+    done = {r.op for r in records}
+
+    def meta() -> dict:
+        return {"env": env, "command": command, "hardware": hw.name, "floor_us": floor_s and floor_s * 1e6,
+                "wall_s": earlier_wall + time.monotonic() - started, "dry_run": args.dry_run,
+                "skipped_ops": [o for o in ops if o not in {r.op for r in records}]}
+
+    with open(records_dir / "log.txt", "a") as log:
+        for op in ops:
+            if op in done:
+                continue
+            if time.monotonic() - started > args.max_minutes * 60:
+                continue          # reported as skipped; --resume measures it later
+            spec = load_operator(op)
+            print(f"{op} ...", flush=True)
+            records += measure_op(spec, spec.select(args.shape_set), hw, floor_s, device, variants=not args.no_variants,
+                                  slow=args.slow_baselines, dry_run=args.dry_run, only=only, log=log)
+            (records_dir / "records.json").write_text(json.dumps(
+                {"meta": meta(), "records": [asdict(r) for r in records]}, indent=1, default=str))
+    text = render(records=[asdict(r) for r in records], meta=meta(), hw=hw)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    summary = text.split("## Summary", 1)[-1].split("\n## ", 1)[0]
+    print("## Summary" + summary)
+    print(f"wrote {args.out} and {records_dir}/records.json in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

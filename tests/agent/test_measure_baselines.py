@@ -1,0 +1,77 @@
+"""agent/studies/measure_baselines.py and its report: the parts that run without a GPU."""
+import json
+
+import pytest
+
+from agent.studies import baseline_report as br
+from agent.studies.measure_baselines import main
+from agent.studies.seed_variants import set_path
+
+
+def test_set_path_reaches_every_bucket_and_one_key():
+    cfg = {"buckets": [(16, {"A": 1}), (64, {"A": 2})], "by_block": {256: {"R": 1}, 512: {"R": 2}}, "x": 0}
+    set_path(cfg, "buckets.*.A", 9)
+    set_path(cfg, "by_block.512.R", 7)
+    set_path(cfg, "x", 3)
+    assert cfg == {"buckets": [(16, {"A": 9}), (64, {"A": 9})], "by_block": {256: {"R": 1}, 512: {"R": 7}}, "x": 3}
+    with pytest.raises(ValueError, match="ends in"):
+        set_path(cfg, "buckets.*", 1)
+
+
+def _rec(shape, impl, kind, t, dims, roof=1.0, floor=1.0):
+    return {"op": "silu_and_mul", "shape": shape, "impl": impl, "kind": kind, "t_us": t, "dims": dims,
+            "t_roof_us": roof, "t_floor_us": floor, "mode": "graph", "error": None, "rel_l2": 1e-3}
+
+
+def test_ratios_and_targets_from_records():
+    recs = [_rec("T16", "seed", "seed", 2.0, {"T": 16, "I": 256}), _rec("T16", "seed:flat", "variant", 1.4, {"T": 16, "I": 256}),
+            _rec("T16", "compile", "baseline", 1.8, {"T": 16, "I": 256}),
+            _rec("T16", "liger", "baseline", 1.6, {"T": 16, "I": 256}),
+            _rec("T8192", "seed", "seed", 40.0, {"T": 8192, "I": 3584}, roof=38.0),
+            _rec("T8192", "seed:flat", "variant", 41.0, {"T": 8192, "I": 3584}, roof=38.0),
+            _rec("T8192", "compile", "baseline", 44.0, {"T": 8192, "I": 3584}, roof=38.0),
+            _rec("T8192", "liger", "baseline", None, {"T": 8192, "I": 3584}, roof=38.0)]
+    recs[-1]["error"] = "raised"
+    shapes = br.by_shape(recs, "silu_and_mul")
+    assert br.ratios(shapes, br._seed_t) == {"T16": pytest.approx(0.8), "T8192": pytest.approx(1.1)}
+    seed_targets = dict((w, m) for w, m, _ in br.targets("silu_and_mul", shapes))
+    assert seed_targets == {">= 1.0x the best baseline on every hot shape": False,
+                            "decode shapes (T <= 256) within 1.5x of the latency floor": False}
+    best_targets = dict((w, m) for w, m, _ in br.targets("silu_and_mul", shapes, br._best_t))
+    assert all(best_targets.values())          # 1.6/1.4 and 44/40; 1.4x the floor
+    text = br.render(recs, {"command": "x", "env": {}}, type("HW", (), {"name": "h200", "bandwidth_tbs": 4.8,
+                                                                        "peaks_tflops": {"bf16": 989.4}})())
+    assert "| T16 | T=16 I=256 | 1.00 | 1.00 | 2.00 | 1.80 | 1.60 | liger | 0.80x | 0.50 |" in text
+    assert "1.40 *" in text and "liger at T8192: raised" in text
+
+
+@pytest.mark.interpreter
+def test_dry_run_checks_the_seed_and_baselines_on_the_cpu(tmp_path):
+    out = tmp_path / "report.md"
+    assert main(["--out", str(out), "--dry-run", "--ops", "silu_and_mul", "--only", "eager"]) == 0
+    data = json.loads((tmp_path / "report_records" / "records.json").read_text())
+    impls = {(r["shape"], r["impl"]): r for r in data["records"]}
+    assert {i for _, i in impls} == {"seed", "eager"}
+    assert all(r["error"] is None and r["rel_l2"] < 1e-5 and r["t_us"] is None for r in impls.values())
+    assert "Dry run on the CPU" in out.read_text()
+
+
+@pytest.mark.interpreter
+def test_resume_keeps_finished_operators_and_measures_the_rest(tmp_path):
+    out = tmp_path / "report.md"
+    assert main(["--out", str(out), "--dry-run", "--ops", "silu_and_mul", "--only", "eager", "--no-variants"]) == 0
+    assert main(["--out", str(out), "--dry-run", "--ops", "silu_and_mul,rms_norm", "--only", "eager",
+                 "--no-variants", "--resume"]) == 0
+    data = json.loads((tmp_path / "report_records" / "records.json").read_text())
+    assert {r["op"] for r in data["records"]} == {"silu_and_mul", "rms_norm"}
+    assert len([r for r in data["records"] if r["op"] == "silu_and_mul"]) == 16       # 8 shapes x (seed, eager)
+    assert "--resume" in data["meta"]["command"] and "Not measured" not in out.read_text()
+
+
+@pytest.mark.gpu
+def test_one_operator_is_timed_beside_its_static_compile_on_the_gpu(tmp_path):
+    out = tmp_path / "report.md"
+    assert main(["--out", str(out), "--ops", "silu_and_mul", "--only", "compile", "--no-variants"]) == 0
+    data = json.loads((tmp_path / "report_records" / "records.json").read_text())
+    assert data["records"] and all(r["t_us"] and r["mode"] == "graph" for r in data["records"]), data["records"]
+    assert "best / seed" in out.read_text()
