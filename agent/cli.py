@@ -100,7 +100,7 @@ def shapes(op: str = typer.Option(..., "--op", help="operator name (aka ops list
 
 
 @app.command()
-def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists them)"),
+def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (aka ops lists them); or --all"),
           kernel: Optional[Path] = typer.Option(None, "--kernel", help="candidate file (default: the operator's seed)"),
           shape_set: str = typer.Option("hot", "--shape-set", help="hot | all | prefill | decode"),
           hardware: Optional[str] = typer.Option(None, "--hardware", help="profile in configs/hardware (default: auto)"),
@@ -108,8 +108,16 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
           baseline: Optional[str] = typer.Option(None, "--baseline", help="score the PyTorch reference: eager | compile"),
           counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
           config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
-          override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
+          override: List[str] = typer.Option([], "-c", help="config override key.path=value"),
+          all_ops: bool = typer.Option(False, "--all", help="score every operator and S_agg (agent/cli_suite.py)"),
+          kernels: List[str] = typer.Option([], "--kernels", help="with --all: a folder of <op>.py, or a run id"),
+          only: List[str] = typer.Option([], "--ops", help="with --all: only these operators (a,b)"),
+          weights: Optional[Path] = typer.Option(None, "--weights", help="with --all: weights file (aka weights)")):
     """Score a kernel (default: the operator's seed) on an operator's shapes through the sandbox."""
+    if all_ops or not op:
+        from agent.cli_suite import bench_all, require_all
+        require_all(all_ops, op, kernel)
+        return bench_all(shape_set, kernels, baseline, json_out, only, hardware, weights, counters, config, override)
     interpreter = use_interpreter_if_no_gpu()
     cfg = _config(config, override)
     spec = _operator(op)
