@@ -212,6 +212,8 @@ def _mount() -> None:
     app.add_typer(kb_app, name="kb", help="the knowledge base: build, add, query, stats")
     app.add_typer(audit_app, name="audit", help="review runs: list, show, diff, verify, export")
     app.command("optimize")(optimize)
+    from agent.cli_report import report
+    app.command("report")(report)
 
 
 _mount()
