@@ -214,6 +214,9 @@ def _mount() -> None:
     app.command("optimize")(optimize)
     from agent.cli_report import report
     app.command("report")(report)
+    from agent.cli_weights import trace, weights
+    app.command("weights")(weights)
+    app.command("trace")(trace)
 
 
 _mount()

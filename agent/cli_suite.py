@@ -89,7 +89,7 @@ def bench_all(shape_set: str = "hot", kernels: List[str] = (), baseline: Optiona
     if weights_file is not None:
         from benchmarks.weights_trace import WeightsFileError, load_weights
         try:
-            raw_weights = load_weights(weights_file).operator_weights(shape_set)
+            raw_weights = load_weights(weights_file).operator_weights(shape_set, ops)
         except (WeightsFileError, OSError) as e:
             raise _usage(str(e))
         weights_source = str(weights_file)
