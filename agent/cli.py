@@ -217,6 +217,8 @@ def _mount() -> None:
     from agent.cli_weights import trace, weights
     app.command("weights")(weights)
     app.command("trace")(trace)
+    from agent.cli_nightly import nightly
+    app.command("nightly")(nightly)
 
 
 _mount()
