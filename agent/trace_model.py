@@ -99,7 +99,8 @@ def trace_model(name: str, phase: str, tokens: int, out: Path, layers: int | Non
     cfg = model_config(name, layers, overrides)
     torch.manual_seed(0)
     with torch.device(device):
-        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype).eval()
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    model = model.to(dtype).eval()      # older transformers name the argument torch_dtype and ignore dtype
     vocab = int(cfg.vocab_size)
     with torch.no_grad():
         if phase == "prefill":

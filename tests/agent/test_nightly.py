@@ -71,6 +71,7 @@ def iterations(db: Path, op: str) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_sigkill_mid_night_then_restart_loses_nothing_and_repeats_nothing(tmp_path):
     home = tmp_path / "home"
     home.mkdir()
