@@ -49,8 +49,8 @@ def log(night: str, **fields) -> None:
 
 
 def _usage(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    return typer.Exit(EXIT_USAGE)
+    from agent.cli import usage_error     # the one usage-error helper (exit 2)
+    return usage_error(message)
 
 
 def take_lock(home: Path):

@@ -18,8 +18,8 @@ import typer
 
 
 def _usage(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    return typer.Exit(2)
+    from agent.cli import usage_error     # the one usage-error helper (exit 2)
+    return usage_error(message)
 
 
 def parse_since(text: str | None) -> datetime | None:
@@ -48,25 +48,18 @@ def report(runs: List[str] = typer.Argument(None, help="run ids, unique prefixes
            config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
            override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
     """Write a static HTML report of runs: rooflines, before/after, score history, diffs, evidence."""
-    from agent.audit import Audit, AuditError
+    from agent.audit import AuditError
     from agent.audit_export import ExportError
-    from agent.config import ConfigError, load_config
+    from agent.cli_audit import _open
     from agent.report_html.data import select_runs
-    if db is None:
-        try:
-            db = load_config(config, override).audit_db
-        except ConfigError as e:
-            raise _usage(str(e))
-    if not Path(db).is_file():
-        raise _usage(f"no audit database at {db}; `aka optimize` creates it (or pass --db PATH)")
     when = parse_since(since)
-    with Audit(db) as audit:
+    with _open(db, config, override) as audit:
         try:
             ids = select_runs(audit, list(runs or []), when)
         except AuditError as e:
             raise _usage(str(e))
         if not ids:
-            raise _usage(f"no runs selected in {db}" + (f" since {since}" if since else "")
+            raise _usage(f"no runs selected in {audit.path}" + (f" since {since}" if since else "")
                          + "; `aka audit list` shows the runs")
         try:
             files, verify = build_report(audit, ids, out)

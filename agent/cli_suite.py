@@ -19,8 +19,8 @@ import typer
 
 
 def _usage(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    return typer.Exit(2)
+    from agent.cli import usage_error     # the one usage-error helper (exit 2)
+    return usage_error(message)
 
 
 def suite_request(cfg, op: str, choice, shapes, hardware, counters: bool = False):

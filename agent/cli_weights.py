@@ -21,8 +21,8 @@ DEFAULT_MAP = Path(__file__).resolve().parent.parent / "configs" / "kernel_map.y
 
 
 def _usage(message: str) -> typer.Exit:
-    typer.secho(f"error: {message}", err=True, fg="red")
-    return typer.Exit(2)
+    from agent.cli import usage_error     # the one usage-error helper (exit 2)
+    return usage_error(message)
 
 
 def op_shares(w, mapped_only: bool = False) -> dict[str, float]:
