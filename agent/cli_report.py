@@ -49,7 +49,6 @@ def report(runs: List[str] = typer.Argument(None, help="run ids, unique prefixes
            override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
     """Write a static HTML report of runs: rooflines, before/after, score history, diffs, evidence."""
     from agent.audit import AuditError
-    from agent.audit_export import ExportError
     from agent.cli_audit import _open
     from agent.report_html.data import select_runs
     when = parse_since(since)
@@ -63,7 +62,7 @@ def report(runs: List[str] = typer.Argument(None, help="run ids, unique prefixes
                          + "; `aka audit list` shows the runs")
         try:
             files, verify = build_report(audit, ids, out)
-        except ExportError as e:
+        except AuditError as e:
             raise _usage(str(e))
     typer.echo(f"wrote {files[0]} and {len(files) - 1} operator page(s) for {len(ids)} run(s)")
     if not verify.ok:

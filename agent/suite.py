@@ -129,16 +129,20 @@ def _from_folder(folder: Path, ops: list[str]) -> dict[str, KernelChoice]:
 
 
 def _from_run(audit, name: str) -> tuple[str, KernelChoice, float | None]:
+    """The run's final accepted kernel, read from the raw record bodies (their layout is the audit views')."""
     from agent.audit import AuditError
-    from agent.audit_export import ExportError, load_run
     try:
-        view = load_run(audit, audit.resolve_run(name))
-        final = view.final()
+        run_id = audit.resolve_run(name)
+        start = audit.records(run_id, "run_start")[0].body
+        accepted = audit.records(run_id, "accepted")
+        if not accepted:
+            raise AuditError(f"run {run_id} has no accepted kernel yet (not even the seed's verdict)")
+        final = accepted[-1].body
         source = audit.source(final["source_sha256"])
-    except (AuditError, ExportError) as e:
+    except AuditError as e:
         raise SuiteError(f"--kernels {name}: {e}")
-    op = view.start["op"]
-    label = f"run {view.run_id} iteration {final['iteration']}" + (" (seed)" if final.get("seed") else "")
+    op = start["op"]
+    label = f"run {run_id} iteration {final['iteration']}" + (" (seed)" if final.get("seed") else "")
     return op, KernelChoice(op, label, source), final.get("score")
 
 

@@ -95,37 +95,50 @@ def _shape_info(spec, hw: dict, s: dict) -> ShapeInfo:
 
 
 def run_report(audit, run_id: str) -> RunReport:
-    """Everything the report shows of one run, through agent.audit_export's reader of the records."""
-    from agent.audit_export import load_run
+    """Everything the report shows of one run. The only reader of record bodies for the report: it reads
+    the raw JSON layout of agent/audit.py's views (stable across the typed records of agent/records.py,
+    which it can switch to: records.typed(audit, run_id))."""
+    from agent.audit import AuditError
     from benchmarks.registry import load_operator
-    view = load_run(audit, run_id)
-    start = view.start
+    records = audit.records(run_id)
+    of = lambda kind: [r for r in records if r.kind == kind]   # noqa: E731
+    starts = of("run_start")
+    if not starts:
+        raise AuditError(f"no run {run_id!r} in {audit.path}; `aka audit list` shows the runs")
+    start = starts[0].body
     hw = start.get("hardware") if isinstance(start.get("hardware"), dict) else {}
     spec = load_operator(start["op"])
     shapes = tuple(_shape_info(spec, hw, s) for s in start.get("shapes", []))
-    points = []
-    for r in view.of("iteration"):
+    points, decisions = [], {}
+    for r in of("iteration"):
         rec = r.body["record"]
         points.append(IterationPoint(rec["iteration"], rec.get("score"), rec["verdict"], bool(rec.get("accepted")),
                                      rec.get("failed_stage"), rec.get("changed", ""), rec.get("lesson", ""),
                                      bool(rec.get("is_seed"))))
-    accepted = view.accepted()
+        decisions[rec["iteration"]] = r.body.get("decision") or {}
+    accepted = [r.body for r in of("accepted")]
     final = accepted[-1] if accepted else None
     final_iteration = final["iteration"] if final else None
-    decision: dict[str, Any] = {}
-    if final is not None and not final.get("seed"):
-        decision = view.iteration(final_iteration).get("decision") or {}
+
+    def evaluation(iteration, sha=None, roles=("seed", "candidate")):
+        hits = [r.body for r in of("evaluation") if r.body.get("iteration") == iteration
+                and r.body.get("role") in roles and (sha is None or r.body.get("source_sha256") == sha)]
+        return EvalResult.from_json(hits[-1]["result"]) if hits else None
+
+    baselines = {r.body["role"].split(":", 1)[1]: EvalResult.from_json(r.body["result"])
+                 for r in of("evaluation") if str(r.body.get("role", "")).startswith("baseline:")}
+    ends = of("run_end")
     seed_sha = start.get("seed_source_sha256")
     return RunReport(
         run_id=run_id, op=start["op"], shape_set=start.get("shape_set", ""), proposer=start.get("proposer", ""),
-        model=start.get("model"), started=view.of("run_start")[0].ts, end_reason=(view.end or {}).get("reason"),
+        model=start.get("model"), started=starts[0].ts, end_reason=ends[-1].body.get("reason") if ends else None,
         hardware=hw, bandwidth_tbs=float(hw.get("bandwidth_tbs", 0.0)), shapes=shapes,
-        seed=view.evaluation(0, roles=("seed",)),
-        final=view.evaluation(final_iteration, final["source_sha256"]) if final else None,
+        seed=evaluation(0, roles=("seed",)),
+        final=evaluation(final_iteration, final["source_sha256"]) if final else None,
         final_iteration=final_iteration, final_sha=final["source_sha256"] if final else None,
-        iterations=tuple(points), dropouts=tuple(int(d.body["iteration"]) for d in view.of("dropout")),
-        decision=decision, baselines=view.baselines(),
-        seed_source=audit.source(seed_sha) if seed_sha else "",
+        iterations=tuple(points), dropouts=tuple(int(d.body["iteration"]) for d in of("dropout")),
+        decision=decisions.get(final_iteration, {}) if final and not final.get("seed") else {},
+        baselines=baselines, seed_source=audit.source(seed_sha) if seed_sha else "",
         final_source=audit.source(final["source_sha256"]) if final else "")
 
 
