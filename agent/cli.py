@@ -98,7 +98,7 @@ def shapes(op: str = typer.Option(..., "--op", help="operator name (aka ops list
 
 
 @app.command()
-def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists them)"),
+def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (aka ops lists them); or --all"),
           kernel: Optional[Path] = typer.Option(None, "--kernel", help="candidate file (default: the operator's seed)"),
           shape_set: str = typer.Option("hot", "--shape-set", help="hot | all | prefill | decode"),
           hardware: Optional[str] = typer.Option(None, "--hardware", help="profile in configs/hardware (default: auto)"),
@@ -111,8 +111,16 @@ def bench(op: str = typer.Option(..., "--op", help="operator name (aka ops lists
           counters: bool = typer.Option(False, "--counters", help="collect Nsight Compute counters (GPU with ncu)"),
           verbose: bool = typer.Option(False, "-v", "--verbose", help="print where the evaluation's wall time went"),
           config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
-          override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
+          override: List[str] = typer.Option([], "-c", help="config override key.path=value"),
+          all_ops: bool = typer.Option(False, "--all", help="score every operator and S_agg (agent/cli_suite.py)"),
+          kernels: List[str] = typer.Option([], "--kernels", help="with --all: a folder of <op>.py, or a run id"),
+          only: List[str] = typer.Option([], "--ops", help="with --all: only these operators (a,b)"),
+          weights: Optional[Path] = typer.Option(None, "--weights", help="with --all: weights file (aka weights)")):
     """Score a kernel (default: the operator's seed) on an operator's shapes through the sandbox."""
+    if all_ops or not op:
+        from agent.cli_suite import bench_all, require_all
+        require_all(all_ops, op, kernel)
+        return bench_all(shape_set, kernels, baseline, json_out, only, hardware, weights, counters, config, override)
     interpreter = use_interpreter_if_no_gpu()
     cfg = _config(config, override)
     spec = _operator(op)
@@ -222,6 +230,13 @@ def _mount() -> None:
     app.add_typer(audit_app, name="audit", help="review runs: list, show, diff, verify, export")
     app.command("optimize")(optimize)
     app.command("e2e")(e2e)
+    from agent.cli_report import report
+    app.command("report")(report)
+    from agent.cli_weights import trace, weights
+    app.command("weights")(weights)
+    app.command("trace")(trace)
+    from agent.cli_nightly import nightly
+    app.command("nightly")(nightly)
 
 
 _mount()
