@@ -41,9 +41,9 @@ def _overrides(items: List[str]) -> dict:
     return out
 
 
-# --accuracy under the CPU interpreter: gemm is left to torch (one 128-token forward of SmolLM2's lm_head alone is
-# 128x49152x576 multiply-adds, minutes in the interpreter), and 128 positions are scored (rms_norm and silu_and_mul
-# over them took 35 s on the 2-core CPU machine).
+# --accuracy under the CPU interpreter: gemm is left to torch (the seed gemm took 0.9 s for one 32x576x576 call and
+# 3.3 s for 32x3072x576 there, about 5 minutes for one 32-token forward of SmolLM2), and 128 positions are scored
+# (rms_norm and silu_and_mul over them took 35 s on the 2-core CPU machine).
 CPU_ACCURACY_OPS = "rms_norm,silu_and_mul"
 CPU_ACCURACY_TOKENS = 128
 
@@ -73,14 +73,20 @@ def e2e(model: Optional[str] = typer.Option(None, "--model", help="a model of co
     interpreter = use_interpreter_if_no_gpu()
     cfg = _config(config, override)
     if accuracy:
-        ignored = [flag for flag, used in (("--tp", tp != 1), ("--layers", layers is not None), ("--phase", phase != "both"),
-                                          ("--tokens", tokens is not None), ("-m", bool(model_override))) if used]
+        ignored = [flag for flag, used in (("--tp", tp != 1), ("--layers", layers is not None),
+                                          ("--phase", phase != "both"), ("--tokens", tokens is not None),
+                                          ("-m", bool(model_override))) if used]
         if ignored:
             raise _usage(f"--accuracy runs the published model whole on the text set: {', '.join(ignored)} do not "
                          f"apply (use --text-tokens N to score fewer tokens)")
         if text_tokens is not None and text_tokens < 1:
             raise _usage(f"--text-tokens {text_tokens}: must be at least 1")
-        model = model or "smollm2-135m-instruct"
+        from agent.e2e.weights import DEFAULT_REAL_MODEL, WeightsError, real_model
+        model = model or DEFAULT_REAL_MODEL
+        try:
+            real_model(model)
+        except WeightsError as e:
+            raise _usage(str(e))
     elif text_tokens is not None:
         raise _usage("--text-tokens applies to --accuracy only")
     elif model is None:

