@@ -67,9 +67,11 @@ class Accuracy:
 
     def line(self) -> str:
         s, a = self.stock, self.aka
-        return (f"next-token accuracy stock {s.accuracy:.4f}, aka {a.accuracy:.4f} (|d| <= {self.acc_bound:.3g}); "
-                f"perplexity stock {s.perplexity:.3f}, aka {a.perplexity:.3f} (|d nll| {abs(a.nll - s.nll):.2g} <= "
-                f"{self.nll_bound}) over {self.tokens} tokens of {len(self.texts)} texts")
+        d_acc = abs(a.accuracy - s.accuracy)
+        return (f"next-token accuracy stock {s.accuracy:.4f}, aka {a.accuracy:.4f} (|d| {d_acc:.3g}, "
+                f"bound {self.acc_bound:.3g}); perplexity stock {s.perplexity:.3f}, aka {a.perplexity:.3f} (|d nll| "
+                f"{abs(a.nll - s.nll):.2g} nats, bound {self.nll_bound}) over {self.tokens} tokens of "
+                f"{len(self.texts)} texts")
 
     def to_json(self) -> dict:
         return {"texts": list(self.texts), "tokens": self.tokens, "dtype": self.dtype, "stock": self.stock.to_json(),
@@ -121,7 +123,7 @@ def evaluate(model, swap, tok, *, dtype: str, device: str, limit: int | None = N
     targets = torch.tensor([t for _, ids in seqs for t in ids[1:]], device=device)
     swap.use(False)
     stock = _logits(model, seqs, device)
-    say(f"stock: {targets.numel()} tokens scored")
+    say(f"stock: {targets.numel()} tokens of {len(seqs)} texts scored")
     low = next(model.parameters()).dtype
     if low != torch.float32:
         model.float()
@@ -131,7 +133,7 @@ def evaluate(model, swap, tok, *, dtype: str, device: str, limit: int | None = N
         ref = stock
     swap.use(True)
     got = _logits(model, seqs, device)
-    say("aka: done")
+    say("aka: scored")
     acc = Accuracy(texts=tuple(n for n, _ in seqs), tokens=int(targets.numel()), dtype=dtype,
                    stock=_scores(stock, targets), aka=_scores(got, targets),
                    acc_bound=max(ACC_BOUND, 2 / max(1, targets.numel())),

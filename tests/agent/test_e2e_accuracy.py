@@ -18,7 +18,7 @@ from agent.e2e.accuracy import ACC_BOUND, NLL_BOUND, TEXT_DIR, Accuracy, Scores,
 from test_e2e import NO_WEIGHT_RMS_NORM
 
 ROOT = Path(__file__).resolve().parents[2]
-TOKENS = 64            # positions scored: with a prepared cache the two runs took 50 s and 22 s on the loaded 2-core machine
+TOKENS = 64            # positions scored: with a prepared cache the two runs took 33 s and 19 s on the loaded 2-core machine
 
 
 def _aka(args, home: Path, cache: Path, extra_env: dict | None = None):
