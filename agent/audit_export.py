@@ -294,20 +294,25 @@ def render_test_file(op: str, run_id: str, shapes: list[dict[str, Any]]) -> str:
 
 
 def _e2e_files(home: Path, sha256: str) -> dict[str, str]:
-    """`aka e2e` records that used this very kernel (latency, drift): the evidence that it works inside a model."""
+    """`aka e2e` records that used this very kernel (latency, drift, accuracy with real weights): the evidence that it
+    works inside a model."""
     from agent.e2e.run import evidence_for
     records = evidence_for(home, sha256)
     if not records:
         return {}
     lines = ["# This kernel inside a model (`aka e2e`)", "",
-             "| model | layers | tp | S_TTFT | S_TPOT | logits rel L2 vs fp32: aka / stock (bound) | top-1 agreement | passed |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| model | layers | tp | S_TTFT | S_TPOT | logits rel L2 vs fp32: aka / stock (bound) | top-1 agreement | "
+             "next-token accuracy: stock / aka (bound) | perplexity: stock / aka (nll bound) | passed |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
-        m, s, d = r["model"], r["scores"], r["drift"]
+        m, s, d, a = r["model"], r["scores"], r["drift"], r.get("accuracy")
         fmt = lambda v: "-" if v is None else f"{v:.3f}"
+        acc = "- | -" if not a else (
+            f"{a['stock']['accuracy']:.4f} / {a['aka']['accuracy']:.4f} ({a['acc_bound']:.3g}, {a['tokens']} tokens) | "
+            f"{a['stock']['perplexity']:.3f} / {a['aka']['perplexity']:.3f} ({a['nll_bound']:.3g})")
         lines.append(f"| {m['name']} | {m['layers']}/{m['full_layers']} | {m['tp']} | {fmt(s.get('S_TTFT'))} | "
                      f"{fmt(s.get('S_TPOT'))} | {d['rel_l2']:.3g} / {d['stock_rel_l2']:.3g} ({d['bound']:.3g}) | {d['top1_agreement']:.3f} | "
-                     f"{'yes' if r['passed'] else 'no'} |")
+                     f"{acc} | {'yes' if r['passed'] else 'no'} |")
     notes = sorted({n for r in records for n in r.get("notes", [])})
     return {"E2E.md": "\n".join(lines + [""] + [f"- {n}" for n in notes]) + "\n",
             "e2e.json": json.dumps(records, indent=2, default=str) + "\n"}

@@ -151,6 +151,11 @@ def drift(model, swap, *, vocab: int, dtype: str, prompts: int = 4, tokens: int 
             ref = stock
         swap.use(True)
         got = _forward(model, ids).float()
+    return compare(stock, ref, got, dtype=dtype, prompts=prompts, tokens=tokens)
+
+
+def compare(stock, ref, got, *, dtype: str, prompts: int, tokens: int) -> Drift:
+    """The drift of aka's logits `got` from `ref` (the fp32 model) against stock's own, [..., vocab] tensors in fp32."""
     stock_rel = _rel(stock, ref)
     bound = max(RATIO * stock_rel, FLOOR[dtype])
     if not torch.isfinite(got).all():

@@ -43,10 +43,11 @@ class ModelInfo:
     layers: int                 # decoder layers built
     full_layers: int            # the published depth
     config: dict[str, Any] = field(default_factory=dict)   # what was handed to the transformers config
+    weights: str = "random weights"                          # or where trained weights came from (--accuracy)
 
     def line(self) -> str:
         depth = "full depth" if self.layers == self.full_layers else f"{self.layers} of {self.full_layers} layers"
-        return f"{self.name} ({self.family}, tp={self.tp}, {depth}, random weights)"
+        return f"{self.name} ({self.family}, tp={self.tp}, {depth}, {self.weights})"
 
 
 def load_models(path: Path = MODELS_YAML) -> dict[str, dict]:

@@ -32,6 +32,7 @@ class E2EReport:
     device: str
     notes: tuple[str, ...] = ()
     env: dict[str, Any] = field(default_factory=dict)
+    accuracy: Any = None                          # agent.e2e.accuracy.Accuracy with real weights (--accuracy)
 
     @property
     def scores(self) -> dict[str, float | None]:
@@ -40,20 +41,21 @@ class E2EReport:
     @property
     def passed(self) -> bool:
         s = [v for v in self.scores.values() if v is not None]
-        return self.drift.passed and all(v >= measure.GATE for v in s)
+        return (self.drift.passed and all(v >= measure.GATE for v in s)
+                and (self.accuracy is None or self.accuracy.passed))
 
     def to_json(self) -> dict:
         return {"kind": "e2e", "model": {**self.model.__dict__}, "kernels": self.kernels, "replaced": self.replaced,
                 "latency": [r.to_json() for r in self.latency], "drift": self.drift.to_json(),
                 "scores": self.scores, "gate": measure.GATE, "passed": self.passed, "device": self.device,
-                "notes": list(self.notes), "env": self.env}
+                "notes": list(self.notes), "env": self.env,
+                "accuracy": None if self.accuracy is None else self.accuracy.to_json()}
 
 
 def run(name: str, kernels: dict[str, Kernel], *, tp: int = 1, layers: int | None = None,
         phases: tuple[str, ...] = ("prefill", "decode"), tokens: dict[str, list[int]] | None = None,
         device: str = "cuda", overrides: dict | None = None, dtype: str = "bf16",
         say: Callable[[str], None] = print) -> E2EReport:
-    import torch
     from agent.e2e.modules import swap
     model, info = build(name, tp=tp, layers=layers, device=device, overrides=overrides, dtype=dtype)
     say(f"built {info.line()}")
@@ -77,6 +79,16 @@ def run(name: str, kernels: dict[str, Kernel], *, tp: int = 1, layers: int | Non
                       tokens=64 if device == "cuda" else 8, prompts=4 if device == "cuda" else 2)
     say(f"drift vs the fp32 model: aka rel L2 {d.rel_l2:.3g}, stock {d.stock_rel_l2:.3g} (bound {d.bound:.3g}); "
         f"aka vs stock: max |d| {d.max_abs:.4g}, mean KL {d.mean_kl:.3g}, top-1 agreement {d.top1_agreement:.3f}")
+    return E2EReport(model=info, kernels=kernel_origins(kernels), replaced=plan.counts(), latency=tuple(rows),
+                     drift=d, device=device, notes=tuple(notes), env=environment(device))
+
+
+def kernel_origins(kernels: dict[str, Kernel]) -> dict[str, dict[str, str]]:
+    return {op: {"origin": k.origin, "sha256": k.sha256} for op, k in kernels.items()}
+
+
+def environment(device: str) -> dict[str, Any]:
+    import torch
     env = {"torch": torch.__version__}
     try:
         import transformers
@@ -86,8 +98,7 @@ def run(name: str, kernels: dict[str, Kernel], *, tp: int = 1, layers: int | Non
             env["gpu"] = torch.cuda.get_device_name(0)
     except Exception:
         pass
-    return E2EReport(model=info, kernels={op: {"origin": k.origin, "sha256": k.sha256} for op, k in kernels.items()},
-                     replaced=plan.counts(), latency=tuple(rows), drift=d, device=device, notes=tuple(notes), env=env)
+    return env
 
 
 def save(report: E2EReport, home: Path) -> Path:
