@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints/cpu.txt constraints/cuda.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing aka into $(VENV) with $(CONSTRAINTS) (first time: a few minutes)"
-	$(PY) -m pip install -q --disable-pip-version-check -c $(CONSTRAINTS) -e '.[dev,kb,llm,report,baselines]'
+	$(PY) -m pip install -q --disable-pip-version-check -c $(CONSTRAINTS) -e '.[dev,kb,llm,report,baselines,e2e]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 BASELINES = ("eager", "compile", "liger", "cublas")
 # Library baselines: the module they import and how to install it.
-PACKAGES = {"liger": ("liger_kernel", "pip install liger-kernel==0.8.5 (the project's `liger` extra)")}
+PACKAGES = {"liger": ("liger_kernel", "pip install liger-kernel==0.8.5 (the project's `baselines` extra, which make installs)")}
 # torch.compile compiles one graph per shape; dynamo's default cache (8 graphs per function) would run
 # a larger shape set eagerly from the ninth shape on.
 RECOMPILE_LIMIT = 64
