@@ -36,12 +36,16 @@ CONFIGS = {
                   WARP_SPECIALIZE=0, FLATTEN=0, num_warps=4, num_stages=4)),
         (128, dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0,
                    WARP_SPECIALIZE=0, FLATTEN=0, num_warps=4, num_stages=4)),
-        # M >= 256: the best of a 48-config sweep on the H200 (agent/studies/config_sweep.py,
-        # 2026-11-29): 128x128x64, 4 warps, 5 stages: 56.9 us at M256-N7168-K8192 (the first seed's
-        # 128x64 tiles, 8 warps: 72.8 us) and 1727 us at M8192-N7168-K8192 (its 128x256x64, 8 warps,
-        # 3 stages: 1808 us). torch.matmul (cuBLAS) took 44.5 and 1420 us in the same run.
-        (1 << 62, dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0,
-                       WARP_SPECIALIZE=0, FLATTEN=0, num_warps=4, num_stages=5)),
+        # 128 < M <= 256: 128x128x64, 4 warps, 5 stages (the best of a 48-config sweep, 2026-11-29) with
+        # TMA loads: 52.1 us at M256-N7168-K8192 against 56.8 with pointer loads (the variant sweep of
+        # agent/studies/measure_baselines.py on the H200, 2026-12-01; cuBLAS 45.0 in the same run).
+        (256, dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=0,
+                   WARP_SPECIALIZE=0, FLATTEN=0, num_warps=4, num_stages=5)),
+        # M > 256: persistent 128x256x64 tiles through TMA, 8 warps, 3 stages: 1363 us at M8192-N7168-K8192
+        # against 1679 for the non-persistent 128x128 tiles, 622 vs 799 at M4096-N7168-K8192, 639 vs 842 at
+        # M8192-N8192-K3584 (same sweep, same run; cuBLAS 1364, 624, 659).
+        (1 << 62, dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, SPLIT_K=1, TMA=1, PERSISTENT=1,
+                       WARP_SPECIALIZE=0, FLATTEN=1, num_warps=8, num_stages=3)),
     ],
     "min_programs": 100,
     "min_block": {"BLOCK_M": 64, "BLOCK_N": 16},
