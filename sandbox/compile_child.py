@@ -246,7 +246,7 @@ def serve_spare() -> int:
     """A child started ahead of its request (sandbox.compile.start_spare): import torch and triton now,
     while the worker loads and first runs the candidate, then take one request line from stdin:
     JSON {"request": path, "result": path, "cache_dir": dir or null}. EOF (the worker needed no compile,
-    or exited) ends it. Measured: the imports are ~2 s of the ~4 s a compile gate took on 2 loaded cores."""
+    or exited) ends it. Measured on 2 cores: a compile gate of one small kernel 1.7-2.0 s -> 0.8-1.1 s."""
     import torch  # noqa: F401 - the candidate imports it first thing; importing it early is the point
     import triton  # noqa: F401
     line = sys.stdin.readline()
