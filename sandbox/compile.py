@@ -308,7 +308,48 @@ def compile_recorded(recorder: LaunchRecorder, target: str = "auto") -> CompileR
     return CompileReport(ok, target_name, tuple(kernels), tuple(dict.fromkeys(errors)))
 
 
+class _SpareChild:
+    """A compile child started early (sandbox.compile_child.serve_spare) that imports torch and triton
+    while the worker is busy; it compiles the first request and exits. The interpreter worker starts one
+    when it starts (its own imports run beside the child's on a second core)."""
+
+    def __init__(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="aka-compile-")
+        self.err = Path(self.tmp.name) / "stderr.txt"
+        with open(self.err, "wb") as err_file:   # the candidate's prints go nowhere; stderr to a file
+            self.proc = subprocess.Popen([sys.executable, "-m", "sandbox.compile_child", "--spare"],
+                                         cwd=str(_REPO_ROOT), env=_child_env(), stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=err_file)
+
+
+_SPARE: _SpareChild | None = None
+
+
+def start_spare() -> None:
+    """Start the compile child of this process's (one) compile gate ahead of time."""
+    global _SPARE
+    if _SPARE is None:
+        _SPARE = _SpareChild()
+
+
+def _run_spare(spare: _SpareChild, req: Path, res: Path) -> subprocess.CompletedProcess:
+    line = json.dumps({"request": str(req), "result": str(res), "cache_dir": os.environ.get("TRITON_CACHE_DIR")})
+    try:
+        spare.proc.stdin.write((line + "\n").encode())
+        spare.proc.stdin.close()
+    except OSError:
+        pass                       # it died while waiting: its exit code and stderr say why, below
+    try:
+        spare.proc.wait(timeout=COMPILE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        spare.proc.kill()
+        spare.proc.wait()
+        raise
+    return subprocess.CompletedProcess(spare.proc.args, spare.proc.returncode)
+
+
 def _run_child(request: dict) -> tuple[dict, str | None]:
+    global _SPARE
     with tempfile.TemporaryDirectory(prefix="aka-compile-") as tmp:
         req, res = Path(tmp) / "request.json", Path(tmp) / "result.json"
         req.write_text(json.dumps(request))
@@ -316,12 +357,16 @@ def _run_child(request: dict) -> tuple[dict, str | None]:
             from sandbox import compile_child
             compile_child.main(str(req), str(res))
             return _read_result(res), None
-        err = Path(tmp) / "stderr.txt"
-        with open(err, "wb") as err_file:     # the candidate's prints go nowhere; stderr to a file, not memory
+        spare, _SPARE = _SPARE, None           # used once: a second compile gets a fresh child
+        err = spare.err if spare is not None else Path(tmp) / "stderr.txt"
+        with open(err, "ab") as err_file:     # the candidate's prints go nowhere; stderr to a file, not memory
             try:
-                proc = subprocess.run([sys.executable, "-m", "sandbox.compile_child", str(req), str(res)],
-                                      cwd=str(_REPO_ROOT), env=_child_env(), stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.DEVNULL, stderr=err_file, timeout=COMPILE_TIMEOUT_S)
+                if spare is not None:
+                    proc = _run_spare(spare, req, res)
+                else:
+                    proc = subprocess.run([sys.executable, "-m", "sandbox.compile_child", str(req), str(res)],
+                                          cwd=str(_REPO_ROOT), env=_child_env(), stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.DEVNULL, stderr=err_file, timeout=COMPILE_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 return _read_result(res), (f"compilation took longer than {COMPILE_TIMEOUT_S} s; smaller tiles or "
                                            "fewer unrolled loops (tl.static_range) compile faster")

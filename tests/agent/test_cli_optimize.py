@@ -69,7 +69,8 @@ def test_usage_errors_exit_2_with_a_fix(tmp_path):
 
 def test_optimize_then_review_and_export(tmp_path, cands):
     app, home = make_app(), tmp_path / "home"
-    c = ["-c", f"home={home}", "-c", "knowledge.enabled=false", "-c", "sandbox.trials=1"]
+    # No hold-outs: this test is about the CLI and the trail; tests/sandbox checks hold-outs (as test_loop's config).
+    c = ["-c", f"home={home}", "-c", "knowledge.enabled=false", "-c", "sandbox.trials=1", "-c", "sandbox.holdout=false"]
     # No timing here: accept-correct lets the run follow a changed correct kernel, so the review has one.
     r = invoke(app, "optimize", "--op", "rms_norm", "--shapes", str(tiny_shapes(tmp_path)), "--proposer",
                "scripted", "--script", str(cands["faster.py"]), "--script", str(cands["wrong.py"]), *c,

@@ -154,6 +154,27 @@ def test_compile_offline_reports_registers_and_no_error(kernels):
 
 
 @pytest.mark.interpreter
+def test_a_spare_child_compiles_once_into_the_cache_dir_set_after_it_started(kernels, tmp_path, monkeypatch):
+    """The interpreter worker starts its compile child early (sandbox.compile.start_spare); the cache directory
+    the parent hands the worker later still reaches it, and a second compile gets a fresh child."""
+    from sandbox import compile as compile_gate
+    x = torch.randn(300, dtype=torch.bfloat16, device=DEVICE)
+    with LaunchRecorder() as rec:
+        kernels._scale_kernel[(3,)](x, torch.empty_like(x), 300, 0.5, BLOCK=128)
+    monkeypatch.setattr(compile_gate, "_SPARE", None)
+    compile_gate.start_spare()
+    spare = compile_gate._SPARE
+    assert spare is not None and spare.proc.poll() is None
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    report = compile_recorded(rec, target="sm_90")
+    assert report.ok, report.errors
+    assert compile_gate._SPARE is None and spare.proc.returncode == 0
+    assert any((tmp_path / "cache").rglob("*.cubin")), "the spare did not compile into the cache dir set after it"
+    again = compile_recorded(rec, target="sm_90")          # no spare left: a fresh child, same result
+    assert again.ok and again.kernels[0].registers == report.kernels[0].registers
+
+
+@pytest.mark.interpreter
 @pytest.mark.slow
 def test_bf16_dot_reports_wgmma(compiled):
     rec, report, c, a = compiled

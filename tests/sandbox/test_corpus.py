@@ -14,6 +14,7 @@ from benchmarks.registry import load_operator
 from sandbox.corpus import corpus_files, parse_header, visible_shapes
 from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate
+from sandbox.prestart import WorkerPool
 from sandbox.verdict import STAGES
 
 HERE = Path(__file__).resolve().parent
@@ -38,15 +39,24 @@ def test_corpus_is_there_and_well_formed():
         assert (p.parent.name == "honest") == (head["expect"] == "accept"), p.name
 
 
+@pytest.fixture(scope="module")
+def pool():
+    """Pre-started workers, as a run's Sandbox uses them: each file still gets a fresh process that has run
+    no candidate code, while the next one's `import torch, triton` overlaps this file's evaluation
+    (about 2 s of ~6 s per file on 2 cores). Each request keeps its own settings (timeout_s per file)."""
+    with WorkerPool(prestart=True) as p:
+        yield p
+
+
 @pytest.mark.parametrize("path", [_case(p) for p in FILES])
-def test_corpus_file(path: Path):
+def test_corpus_file(path: Path, pool: WorkerPool):
     source = path.read_text()
     head = parse_header(source)
     gpu = head["needs"] == "gpu"
     spec = load_operator(head["op"])
     req = make_request(head["op"], source, visible_shapes(spec, head), trials=2,
                        timeout_s=float(head.get("timeout_s", 300)), interpreter=not gpu, timing=gpu)
-    res = evaluate(req)
+    res = evaluate(req, pool=pool)
     summary = f"{path.name}: {res.verdict} at {res.failed_stage}: {res.reasons}"
     if head["expect"] == "accept":
         assert res.accepted, summary

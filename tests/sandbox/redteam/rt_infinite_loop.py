@@ -2,7 +2,7 @@
 # stage: compile
 # op: rms_norm
 # needs: cpu
-# timeout_s: 40
+# timeout_s: 15
 # cause: timed out
 # why: a loop in the kernel that never ends (the condition only grows): the wall-clock timeout kills the worker's whole process group; it hangs on the first run, at the compile gate
 import torch
