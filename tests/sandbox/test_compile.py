@@ -266,9 +266,14 @@ def _reference(op: str, inp: dict) -> torch.Tensor:
     return out.to(inp["hidden"].dtype)
 
 
+# libdevice is not implemented by Triton's interpreter, so those honest files cannot run here: the sandbox marks
+# that as an interpreter limitation (test_runtime_gates) and the H200 corpus run accepts them.
+INTERPRETABLE = [p for p in sorted(HONEST.glob("*.py")) if "libdevice" not in p.read_text()]
+
+
 @pytest.mark.interpreter
 @pytest.mark.slow
-@pytest.mark.parametrize("path", sorted(HONEST.glob("*.py")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", INTERPRETABLE, ids=lambda p: p.stem)
 def test_honest_candidates_are_correct_and_compile_for_hopper(path):
     op = next(line.split(":", 1)[1].strip() for line in path.read_text().splitlines() if line.startswith("# op:"))
     module = load_module(path, f"aka_honest_{path.stem}")

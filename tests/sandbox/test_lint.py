@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.registry import list_operators, load_operator
 from sandbox.lint import LintIssue, LintReport, lint_source
 
 HERE = Path(__file__).parent
@@ -14,13 +15,9 @@ REDTEAM = sorted((HERE / "redteam").glob("lint_*.py"))
 HONEST = sorted((HERE / "honest").glob("*.py"))
 REPO = HERE.parents[1]
 
-# The operator contract (benchmarks/operators/README.md): the candidate function's parameters.
-OP_ARGS = {
-    "rms_norm": ("x", "weight", "eps"),
-    "silu_and_mul": ("x",),
-    "gemm": ("a", "b"),
-    "fused_moe": ("hidden", "w1", "w2", "topk_weights", "topk_ids"),
-}
+# The operator contract (benchmarks/operators/README.md): the candidate function's parameters, for every
+# operator folder the registry finds (a new operator needs an honest corpus file, below).
+OP_ARGS = {name: load_operator(name).arg_names for name in list_operators()}
 
 # Each red-team file and the issue code(s) that name its reason; one of them must be reported.
 EXPECTED_CODES = {

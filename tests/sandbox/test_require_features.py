@@ -1,21 +1,22 @@
-"""`aka bench --require FEATURE` (EvalRequest.require_features): the compile gate reads the PTX/SASS of the
+"""`aka bench --require FEATURE` (SandboxSettings.require_features): the compile gate reads the PTX/SASS of the
 kernels compiled for sm_90 (offline without a GPU) and rejects a kernel that lacks a required feature,
 naming what it does use. The compute-bound gemm seed passes --require wgmma; its TMA switch adds tma."""
 from pathlib import Path
 
 import pytest
 
-from benchmarks.hardware import load_hardware
+from sandbox_requests import make_request
+
 from benchmarks.registry import load_operator
-from sandbox import EvalRequest, evaluate
+from sandbox import evaluate
 
 GEMM = load_operator("gemm")
 SHAPE = next(s for s in GEMM.shapes if s.dim["M"] >= 256)     # a compute-bound hot shape
 
 
 def _bench(source: str, required: tuple[str, ...]):
-    return evaluate(EvalRequest(op="gemm", source=source, shapes=(SHAPE,), hardware=load_hardware("h200"),
-                                trials=1, holdout=False, timing=False, require_features=required, seed=7))
+    return evaluate(make_request("gemm", source, (SHAPE,), trials=1, holdout=False, timing=False,
+                                 require_features=required, seed=7))
 
 
 @pytest.mark.interpreter
