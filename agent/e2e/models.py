@@ -26,7 +26,6 @@ FAMILIES = {
 # Families whose blocks aka's e2e does not map yet (their name would match a supported prefix).
 UNSUPPORTED = {"qwen3-next": "hybrid linear attention (Gated DeltaNet) is not built by aka e2e yet; pick a Llama, "
                              "Qwen3-MoE, DeepSeek-V3 or Mixtral model"}
-FAMILIES["qwen3-next"] = ("", "")
 _SPLIT_BY_TP = ("intermediate_size", "moe_intermediate_size", "num_attention_heads")
 _NOT_CONFIG = ("weight_block_size",)   # fp8 block scaling: the e2e model runs in bf16
 
@@ -55,10 +54,11 @@ def load_models(path: Path = MODELS_YAML) -> dict[str, dict]:
 
 
 def family_of(name: str) -> str:
+    for prefix, why in UNSUPPORTED.items():    # checked first: their names also match a supported prefix
+        if name.startswith(prefix):
+            raise ModelError(f"model {name!r}: {why}")
     for prefix in sorted(FAMILIES, key=len, reverse=True):
         if name.startswith(prefix):
-            if prefix in UNSUPPORTED:
-                raise ModelError(f"model {name!r}: {UNSUPPORTED[prefix]}")
             return prefix
     raise ModelError(f"model {name!r} has no transformers family aka knows (known prefixes: "
                      f"{', '.join(sorted(FAMILIES))}); add its family to agent/e2e/models.py FAMILIES")

@@ -7,6 +7,8 @@ import types
 
 import pytest
 
+from elementwise_operator import elementwise_operator
+
 from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
 from sandbox.launch_record import ShapeLaunches, record_launches, traced_configs
@@ -58,48 +60,7 @@ def test_a_call_that_fails_only_under_tracing_is_repeated_untraced():
     assert record_launches(lambda: None, types.ModuleType("bare"), lambda e: False).configs_read is None
 
 
-OPERATOR = '''
-import torch
-from benchmarks.spec import Tolerance
-
-NAME = "scale_add"
-SIGNATURE = "scale_add(x[N], y[N]) -> [N]"
-ARGS = ("x", "y")
-DESCRIPTION = "out = 2 * x + y, elementwise"
-TOLERANCES = {"fp32": Tolerance(1e-5, 1e-5, 1e-5), "bf16": Tolerance(2e-2, 2e-2, 1e-2)}
-
-
-def make_inputs(dims, dtype, seed, device="cpu"):
-    g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
-    n = int(dims["N"])
-    return {"x": torch.randn(n, generator=g, device=device), "y": torch.randn(n, generator=g, device=device)}
-
-
-def reference(x, y):
-    return 2 * x + y
-
-
-def output_spec(dims, dtype):
-    return (int(dims["N"]),), dtype
-
-
-def work(dims, dtype):
-    n = int(dims["N"])
-    return {"fp32": 2.0 * n}, 12.0 * n
-
-
-def interpreter_dims(dims):
-    return dict(dims)
-
-
-def holdout_dims(rng, hot_dims):
-    return [{"N": 3001 + 2 * rng.randrange(0, 400)}]
-
-
-def occurrences(model_cfg, tp, tokens):
-    return []
-'''
+OPERATOR = elementwise_operator("scale_add", holdout_n="3001 + 2 * rng.randrange(0, 400)")
 
 CANDIDATE = '''
 import torch

@@ -10,58 +10,18 @@ from pathlib import Path
 
 import pytest
 
+from elementwise_operator import elementwise_operator
 from sandbox_requests import make_request
 
-from benchmarks.hardware import load_hardware
 from benchmarks.spec import Shape
 from sandbox import correctness as cx
-from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
+from sandbox.evaluation import evaluate, evaluate_unlinted
 from sandbox.trial_evidence import INPUT_WRITE_RULE, interpreter_limitation
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-OPERATOR = '''
-import torch
-from benchmarks.spec import Tolerance
-
-NAME = "twice_add"
-SIGNATURE = "twice_add(x[N], y[N]) -> [N]"
-ARGS = ("x", "y")
-DESCRIPTION = "out = 2 * x + y, elementwise"
-TOLERANCES = {"fp32": Tolerance(1e-5, 1e-5, 1e-5), "bf16": Tolerance(2e-2, 2e-2, 1e-2)}
-
-
-def make_inputs(dims, dtype, seed, device="cpu"):
-    g = torch.Generator(device=device)
-    g.manual_seed(int(seed))
-    n = int(dims["N"])
-    return {"x": torch.randn(n, generator=g, device=device), "y": torch.randn(n, generator=g, device=device)}
-
-
-def reference(x, y):
-    return 2 * x + y
-
-
-def output_spec(dims, dtype):
-    return (int(dims["N"]),), "fp32"
-
-
-def work(dims, dtype):
-    return {"fp32": 2.0 * dims["N"]}, 12.0 * dims["N"]
-
-
-def interpreter_dims(dims):
-    return dict(dims)
-
-
-def holdout_dims(rng, hot_dims):
-    return [{"N": 33}]
-
-
-def occurrences(model_cfg, tp, tokens):
-    return []
-'''
+OPERATOR = elementwise_operator("twice_add", holdout_n="33")
 
 KERNEL = '''
 import torch
