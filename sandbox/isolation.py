@@ -33,7 +33,7 @@ EXIT_GRACE_S = 5.0
 # has no business seeing them (with no network it could not send them, but it could print them).
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH", "TMPDIR", "CUDA_HOME", "CUDA_PATH",
              "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
-             "TRITON_LIBCUDA_PATH", "TORCHINDUCTOR_CACHE_DIR")
+             "TRITON_LIBCUDA_PATH", "TORCHINDUCTOR_CACHE_DIR", "AKA_WORKER_PROFILE")
 _ENV_KEEP_PREFIXES = ("CUDA_VISIBLE", "CUDA_DEVICE", "NVIDIA_")
 
 _SIGNAL_HINTS = {
@@ -256,15 +256,21 @@ class WorkerProcess:
         """Move what the pipe holds now (up to `budget` bytes) into the frame buffer; note EOF."""
         got = 0
         while got < budget:
+            sink = self._frames.sink()     # a payload in progress: read the pipe straight into its buffer
             try:
-                chunk = os.read(self._rep_r, 1 << 20)
+                if sink is not None:
+                    n = os.readv(self._rep_r, [sink])
+                    self._frames.advance(n)
+                else:
+                    chunk = os.read(self._rep_r, 1 << 20)
+                    n = len(chunk)
+                    self._frames.feed(chunk)
             except BlockingIOError:
                 return
-            if not chunk:
+            if not n:
                 self._eof = True
                 return
-            self._frames.feed(chunk)
-            got += len(chunk)
+            got += n
 
     def _died(self) -> WorkerFailure:
         rc = None

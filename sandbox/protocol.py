@@ -66,20 +66,62 @@ def recv_blocking(fd: int) -> tuple[dict[str, Any], bytes]:
 
 
 class FrameBuffer:
-    """Incremental frame parser for the parent: feed bytes, take complete frames."""
+    """Incremental frame parser for the parent: feed bytes, take complete frames.
+
+    Once a frame's header is parsed, its payload gets a buffer of its own and `sink()` offers the unfilled
+    part of it, so the reader can read the pipe straight into it (os.readv): an rms_norm hot set sends ~1.8 GB
+    of outputs per evaluation, and appending to one growing buffer then slicing it out read 0.46 GB/s on our
+    2-core machine against 2.8 GB/s for reading into place."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._buf = bytearray()            # bytes not yet part of a frame whose header was parsed
+        self._pending: list | None = None  # [header, payload bytearray, bytes filled] of the frame in progress
 
     def feed(self, data: bytes) -> None:
-        self._buf += data
+        sink = self.sink()
+        if sink is not None:               # the pending payload first: bytes arrive in order
+            k = min(len(sink), len(data))
+            sink[:k] = data[:k]
+            self.advance(k)
+            data = data[k:]
+        if data:
+            self._buf += data
+
+    def sink(self) -> memoryview | None:
+        """The unfilled part of the pending frame's payload, or None when no payload is being received."""
+        if self._pending is None or self._pending[2] >= len(self._pending[1]):
+            return None
+        return memoryview(self._pending[1])[self._pending[2]:]
+
+    def advance(self, n: int) -> None:
+        """`n` bytes were written into `sink()`."""
+        self._pending[2] += n
 
     @property
     def pending(self) -> int:
-        return len(self._buf)
+        return len(self._buf) + (self._pending[2] if self._pending else 0)
 
     def take(self, max_payload: int = DEFAULT_MAX_PAYLOAD) -> tuple[dict[str, Any], bytearray] | None:
         """The next complete frame, or None if more bytes are needed. Raises ProtocolError on garbage."""
+        if self._pending is None:
+            head = self._parse_head(max_payload)
+            if head is None:
+                return None
+            header, plen = head
+            # A writable bytearray: the parent wraps output bytes with torch.frombuffer without another copy.
+            payload = bytearray(plen)
+            n = min(plen, len(self._buf))
+            payload[:n] = self._buf[:n]
+            del self._buf[:n]
+            self._pending = [header, payload, n]
+        header, payload, filled = self._pending
+        if filled < len(payload):
+            return None
+        self._pending = None
+        return header, payload
+
+    def _parse_head(self, max_payload: int) -> tuple[dict[str, Any], int] | None:
+        """(header, payload length) of the next frame once its prefix and header are buffered (consumed)."""
         if len(self._buf) < PREFIX.size:
             return None
         magic, hlen, plen = PREFIX.unpack_from(self._buf, 0)
@@ -90,8 +132,7 @@ class FrameBuffer:
             raise ProtocolError(f"frame header of {hlen} bytes exceeds the {MAX_HEADER_BYTES}-byte limit")
         if plen > max_payload:
             raise ProtocolError(f"frame payload of {plen} bytes exceeds the {max_payload} bytes expected here")
-        end = PREFIX.size + hlen + plen
-        if len(self._buf) < end:
+        if len(self._buf) < PREFIX.size + hlen:
             return None
         try:
             header = json.loads(bytes(self._buf[PREFIX.size:PREFIX.size + hlen]))
@@ -99,8 +140,5 @@ class FrameBuffer:
             raise ProtocolError(f"frame header is not JSON: {e}") from None
         if not isinstance(header, dict) or not isinstance(header.get("kind"), str):
             raise ProtocolError(f"frame header must be an object with a string 'kind', got {str(header)[:200]}")
-        # A writable bytearray: the parent wraps output bytes with torch.frombuffer without another copy
-        # (an rms_norm hot set sends ~1.8 GB of outputs per evaluation).
-        payload = self._buf[PREFIX.size + hlen:end]
-        del self._buf[:end]
-        return header, payload
+        del self._buf[:PREFIX.size + hlen]
+        return header, plen

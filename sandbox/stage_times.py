@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 # The order `aka bench -v` prints (stages not listed here follow in the order they ran).
-ORDER = ("worker_start", "imports", "cuda_init", "worker_wait", "setup", "lint", "compile.first_run",
+ORDER = ("worker_start", "imports", "cuda_init", "profiler_init", "worker_wait", "setup", "lint", "compile.first_run",
          "compile.gate", "compile.pipe", "references", "correctness", "holdouts", "dsl", "floor", "timing.inputs",
          "timing.graph", "timing.eager", "recheck", "counters", "remeasure", "teardown")
 

@@ -376,6 +376,9 @@ class Worker:
             torch.zeros(1, device="cuda")
             torch.cuda.synchronize()
             stage_s["cuda_init"] = time.monotonic() - t1
+            t1 = time.monotonic()
+            _warm_profiler(torch)
+            stage_s["profiler_init"] = time.monotonic() - t1
         hello["stage_s"] = stage_s
         self.device = torch.device("cpu")
         self.reply(hello)
@@ -392,6 +395,7 @@ class Worker:
                 os._exit(0)
             try:
                 handlers[kind](msg)
+                _dump_profile()
             except CandidateFailure as e:
                 self.reply({"kind": "error", "error": e.message, "fatal": e.fatal, "exc_type": e.exc_type})
                 os._exit(0)
@@ -402,6 +406,35 @@ class Worker:
                 else:
                     self.reply({"kind": "harness_error", "request": kind, "traceback": traceback.format_exc()[-6000:]})
                 os._exit(0)
+
+
+def _warm_profiler(torch) -> None:
+    """Start CUPTI once, in a worker that has run no candidate code: the first torch.profiler session of a
+    process took 5.4 s on the H200 (later ones 1 ms), and the attribution gate profiles every candidate.
+    A pre-started worker pays it while the previous evaluation runs."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+        torch.zeros(1, device="cuda").add_(1)
+        torch.cuda.synchronize()
+
+
+# AKA_WORKER_PROFILE=DIR: a diagnostic for the stage breakdown (issue 9). The worker runs under cProfile and
+# rewrites DIR/worker-<pid>.prof after every request, because the parent ends a worker with SIGKILL.
+_PROFILER = None
+
+
+def _start_profile() -> None:
+    global _PROFILER
+    if os.environ.get("AKA_WORKER_PROFILE"):
+        import cProfile
+        _PROFILER = cProfile.Profile()
+        _PROFILER.enable()
+
+
+def _dump_profile() -> None:
+    if _PROFILER is not None:
+        _PROFILER.dump_stats(os.path.join(os.environ["AKA_WORKER_PROFILE"], f"worker-{os.getpid()}.prof"))
+        _PROFILER.enable()      # dump_stats disables the profiler
 
 
 def _jsonable(obj):
@@ -458,6 +491,7 @@ def main(argv: list[str] | None = None) -> None:
         # beside this worker's own (compile gate 1.7-2.0 s -> 0.8-1.1 s on 2 cores). It inherits the limits.
         from sandbox import compile as compile_gate
         compile_gate.start_spare()
+    _start_profile()
     worker = Worker(args.requests, args.replies)
     worker.loopback = _bring_loopback_up() if args.loopback_up else None
     worker.serve(warm_cuda=args.warm_cuda)
