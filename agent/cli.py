@@ -179,6 +179,10 @@ def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (ak
         console.print("wall time by stage (sandbox/stage_times.py):", markup=False)
         for line in breakdown_lines(result.stage_times, result.wall_s):
             console.print(line, markup=False, highlight=False)
+    scored = result.compile_info.get("scored_features")
+    for b in (scored or {}).get("buckets", []) if result.accepted else []:   # --require: what each bucket uses
+        console.print(f"features ({scored['target']}), shapes {', '.join(b['shapes'])}: "
+                      f"{', '.join(b['features']) or 'none'}", markup=False, highlight=False)
     if result.accepted:
         console.print(f"[green]accepted[/]")
     else:
