@@ -96,3 +96,17 @@ def test_nightly_weighs_its_operators_with_the_file(tmp_path):
     assert plain["s_agg_after"] != pytest.approx(0.9) and traced["w_i"] == {"rms_norm": 0.0, "silu_and_mul": 0.5}
     from agent.nightly import summary_markdown
     assert f"w_i from the weights file {plan.weights}" in summary_markdown(traced)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_all_weight_on_one_shape_makes_the_weighted_attainment_that_shapes(tmp_path):
+    decode = RMS.select("decode")
+    one = decode[0]
+    w = write_weights(tmp_path / "w.json", [entry("rms_norm", one, 1.0)])
+    out = tmp_path / "r.json"
+    r = invoke("bench", "--op", "rms_norm", "--shape-set", "decode", "--weights", w, "--json", out,
+               "-c", f"home={tmp_path}")
+    assert r.exit_code == 0, r.output
+    rec = json.loads(out.read_text())
+    row = next(s for s in rec["shapes"] if s["id"] == one.id)
+    assert rec["weighted_attainment"] == pytest.approx(row["attainment"]) and "weighted attainment" in r.output
