@@ -232,6 +232,13 @@ def nightly(config_file: Path = typer.Option(..., "--config", help="the nightly 
     from agent.cli_weights import load_option
     # checked now, not after a night of runs; absolute: the runs start in the repository's folder
     weights_file = load_option(weights.resolve() if weights is not None else plan.weights)
+    if weights_file is not None:
+        from agent.nightly import check_weights
+        from benchmarks.weights_trace import WeightsFileError
+        try:
+            check_weights(plan, weights_file)
+        except (WeightsFileError, OSError, ValueError) as e:
+            raise _usage(str(e))
     overrides = list(override) + list(plan.overrides)
     try:
         cfg = load_config(aka_config, overrides)

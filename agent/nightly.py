@@ -110,6 +110,18 @@ def load_plan(path: Path) -> NightlyPlan:
                        float(data.get("regression_tolerance", 0.01)), base, base / weights if weights else None)
 
 
+def check_weights(plan: NightlyPlan, weights) -> None:
+    """Every job's shapes can be weighed by the file (benchmarks.weights_file.WeightsFile): checked before the
+    night starts, not when its optimize run refuses them hours later. Raises WeightsFileError."""
+    from benchmarks.registry import load_operator, load_shapes
+    from benchmarks.spec import select_shapes
+    for job in plan.jobs:
+        spec = load_operator(job.op)
+        own = job.options.get("shapes")
+        known = load_shapes(plan.base / own) if own else spec.shapes
+        weights.reweigh(job.op, select_shapes(known, job.shape_set), known)
+
+
 # ---- state ---------------------------------------------------------------------------------------
 @dataclass
 class NightState:

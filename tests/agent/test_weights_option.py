@@ -80,6 +80,9 @@ def test_nightly_weighs_its_operators_with_the_file(tmp_path):
                                      "weights: w.json\n")
     plan = load_plan(tmp_path / "n.yaml")
     assert plan.weights == w.resolve()
+    odd = write_weights(tmp_path / "odd.json", [{**entry("rms_norm", RMS.shapes[0], 1.0), "dims": {"T": 37, "H": 8}}])
+    r = invoke("nightly", "--config", tmp_path / "n.yaml", "--weights", odd, "-c", f"home={tmp_path / 'home'}")
+    assert r.exit_code == 2 and "none of its" in r.output and not (tmp_path / "home" / "nightly").exists()
 
     def run(op, before, after):
         seed, final = EvalResult(op=op, s_i=before), EvalResult(op=op, s_i=after)
