@@ -115,7 +115,8 @@ def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (ak
           all_ops: bool = typer.Option(False, "--all", help="score every operator and S_agg (agent/cli_suite.py)"),
           kernels: List[str] = typer.Option([], "--kernels", help="with --all: a folder of <op>.py, or a run id"),
           only: List[str] = typer.Option([], "--ops", help="with --all: only these operators (a,b)"),
-          weights: Optional[Path] = typer.Option(None, "--weights", help="with --all: weights file (aka weights)")):
+          weights: Optional[Path] = typer.Option(None, "--weights", help="weights file (aka weights --from-trace): "
+                                                 "the shapes' weights, and w_i with --all")):
     """Score a kernel (default: the operator's seed) on an operator's shapes through the sandbox."""
     if all_ops or not op:
         from agent.cli_suite import bench_all, require_all
@@ -142,6 +143,8 @@ def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (ak
         raise usage_error(str(e))
     if not chosen:
         raise usage_error(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
+    from agent.cli_weights import reweigh_option
+    chosen = reweigh_option(weights, op, chosen, spec.shapes)
     path = Path(kernel) if kernel else Path(spec.seed_path)
     source = "" if baseline else read_kernel(path, "--kernel")
     if json_out is not None:
@@ -169,6 +172,9 @@ def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (ak
             if alt.s_i is not None:
                 console.print(f"S_i = {alt.s_i:.3f} against {other.source} ceilings "
                               f"({other.bandwidth_tbs:.2f} TB/s, bf16 {other.peaks_tflops.get('bf16', 0):.0f} TFLOP/s)")
+    if result.weighted_attainment is not None:
+        console.print(f"weighted attainment = {result.weighted_attainment:.3f} (what aka optimize climbs; shape "
+                      f"weights from {weights or 'shapes.yaml'})", markup=False, highlight=False)
     elif result.interpreter:
         console.print("S_i: not scored (interpreter timings are not scores)")
     from rich.markup import escape
@@ -179,6 +185,10 @@ def bench(op: Optional[str] = typer.Option(None, "--op", help="operator name (ak
         console.print("wall time by stage (sandbox/stage_times.py):", markup=False)
         for line in breakdown_lines(result.stage_times, result.wall_s):
             console.print(line, markup=False, highlight=False)
+    scored = result.compile_info.get("scored_features")
+    for b in (scored or {}).get("buckets", []) if result.accepted else []:   # --require: what each bucket uses
+        console.print(f"features ({scored['target']}), shapes {', '.join(b['shapes'])}: "
+                      f"{', '.join(b['features']) or 'none'}", markup=False, highlight=False)
     if result.accepted:
         console.print(f"[green]accepted[/]")
     else:

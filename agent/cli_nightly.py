@@ -99,8 +99,9 @@ def find_run(db: Path, op: str, after_seq: int) -> tuple[str | None, dict | None
 
 
 class Night:
-    def __init__(self, cfg, plan, state, child_args: list[str]):
+    def __init__(self, cfg, plan, state, child_args: list[str], weights=None):
         self.cfg, self.plan, self.state, self.child_args = cfg, plan, state, child_args
+        self.weights = weights       # benchmarks.weights_file.WeightsFile of plan.weights, or None
         self.child: subprocess.Popen | None = None
         self.stop_signal: int | None = None
 
@@ -150,6 +151,8 @@ class Night:
                 seed = prev["kernel_path"]
             e["audit_seq_before"] = _head_seq(db) if db.is_file() else 0
             args, event = job.optimize_args(self.plan.base, seed), "start"
+            if self.weights is not None:     # a resumed run keeps the weights it started with
+                args += ["--weights", self.weights.path]
         e["status"] = "running"
         st.save()
         code = self._spawn(job.op, args, event)
@@ -199,9 +202,9 @@ class Night:
             for e in st.ops:
                 if e["run_id"]:
                     reports[e["op"]] = run_report(audit, e["run_id"])
-            summary = summarize(st, reports, self.plan, previous, self.cfg.home_dir)
+            summary = summarize(st, reports, self.plan, previous, self.cfg.home_dir, self.weights)
             if run_ids:
-                files, verify = build_report(audit, run_ids, st.folder / "report")
+                files, verify = build_report(audit, run_ids, st.folder / "report")   # the runs' own weights
                 summary["audit"] = str(verify)
         from agent.audit import atomic_write
         atomic_write(st.folder / "summary.json", json.dumps(summary, indent=1, default=str))
@@ -216,7 +219,9 @@ class Night:
 
 def nightly(config_file: Path = typer.Option(..., "--config", help="the nightly plan (configs/nightly.yaml)"),
             aka_config: Optional[Path] = typer.Option(None, "--aka-config", help="aka's own YAML config file"),
-            override: List[str] = typer.Option([], "-c", help="config override key.path=value for every run")):
+            override: List[str] = typer.Option([], "-c", help="config override key.path=value for every run"),
+            weights: Optional[Path] = typer.Option(None, "--weights", help="weights file (aka weights --from-trace) "
+                                                   "for every run and the summary's w_i; overrides the plan's")):
     """Optimize a list of operators unattended; resumable; a summary and a report at the end."""
     from agent.config import ConfigError, load_config
     from agent.nightly import NightlyConfigError, load_plan, open_night
@@ -224,6 +229,16 @@ def nightly(config_file: Path = typer.Option(..., "--config", help="the nightly 
         plan = load_plan(config_file)
     except NightlyConfigError as e:
         raise _usage(str(e))
+    from agent.cli_weights import load_option
+    # checked now, not after a night of runs; absolute: the runs start in the repository's folder
+    weights_file = load_option(weights.resolve() if weights is not None else plan.weights)
+    if weights_file is not None:
+        from agent.nightly import check_weights
+        from benchmarks.weights_trace import WeightsFileError
+        try:
+            check_weights(plan, weights_file)
+        except (WeightsFileError, OSError, ValueError) as e:
+            raise _usage(str(e))
     overrides = list(override) + list(plan.overrides)
     try:
         cfg = load_config(aka_config, overrides)
@@ -241,7 +256,7 @@ def nightly(config_file: Path = typer.Option(..., "--config", help="the nightly 
             operators=",".join(j.op for j in plan.jobs), folder=str(state.folder))
         child_args = (["--config", str(aka_config)] if aka_config else []) + [
             x for o in [f"home={cfg.home_dir}", *overrides] for x in ("-c", o)]
-        code = Night(cfg, plan, state, child_args).run()
+        code = Night(cfg, plan, state, child_args, weights_file).run()
     finally:
         lock.close()
     raise typer.Exit(code)

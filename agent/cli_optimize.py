@@ -138,6 +138,8 @@ def optimize(
                                            "-c llm.api_base=URL"),
     no_probe: bool = typer.Option(False, "--no-probe", help="skip the one tiny request that checks the LLM "
                                   "provider, model and key before the seed is evaluated"),
+    weights: Optional[Path] = typer.Option(None, "--weights", help="weights file (aka weights --from-trace): the "
+                                           "shape weights of the score the run climbs"),
     samples: int = typer.Option(1, "--samples", help="candidates per iteration: the LLM gets N requests in "
                                 "parallel, the search proposes its N best-ranked moves; all that differ are "
                                 "evaluated, the best goes to acceptance (each counts as one of --iterations)"),
@@ -195,6 +197,8 @@ def optimize(
             except AuditError as e:
                 raise _usage(str(e))
             start = RunStart.from_json(audit.records(run_id, "run_start")[0].body)
+            if weights is not None:
+                raise _usage(f"--weights: run {run_id} keeps the shape weights it started with; drop --weights")
             if op and op != start.op:
                 raise _usage(f"run {run_id} optimizes {start.op}, not {op}; drop --op when resuming")
             hw, _ = resolve_hardware(cfg, hardware or start.hardware_name)
@@ -223,6 +227,8 @@ def optimize(
                              + ("; the format is that of benchmarks/operators/<op>/shapes.yaml" if shapes_file else ""))
             if not shapes:
                 raise _usage(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
+            from agent.cli_weights import reweigh_option
+            shapes = reweigh_option(weights, op, shapes, load_shapes(shapes_file) if shapes_file else spec.shapes)
             seed_path = Path(seed_kernel) if seed_kernel else Path(spec.seed_path)
             seed_text = read_kernel(seed_path, "--seed-kernel")
             hw, _ = resolve_hardware(cfg, hardware)

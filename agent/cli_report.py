@@ -4,6 +4,7 @@
     aka report rms_norm-2026 fused_moe-2026 --out report/
     aka report --since 2026-12-01 --out report/   # every run started that day or later
     aka report --out report/                      # every run in the audit trail
+    aka report last --weights traced.json --out report/   # shapes and scores weighed by your own traces
 
 Writes index.html and one <op>.html per operator (agent/report_html/). Exit codes: 0 written,
 1 the audit trail failed verification (the report is still written and says so on every page), 2 usage error.
@@ -32,12 +33,13 @@ def parse_since(text: str | None) -> datetime | None:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
-def build_report(audit, run_ids: list[str], out: Path) -> tuple[list[Path], object]:
-    """Read the runs and write the pages; (files, verification report). Used by `aka nightly` too."""
+def build_report(audit, run_ids: list[str], out: Path, weights=None) -> tuple[list[Path], object]:
+    """Read the runs and write the pages; (files, verification report). Used by `aka nightly` too.
+    `weights`: a benchmarks.weights_file.WeightsFile that re-weighs every run's shapes and scores."""
     from agent.report_html.data import run_report
     from agent.report_html.render import write_report
     verify = audit.verify()
-    runs = [run_report(audit, r) for r in run_ids]
+    runs = [run_report(audit, r, weights) for r in run_ids]
     return write_report(runs, out, verify, str(audit.path)), verify
 
 
@@ -45,13 +47,18 @@ def report(runs: List[str] = typer.Argument(None, help="run ids, unique prefixes
            since: Optional[str] = typer.Option(None, "--since", help="runs started on or after this date (UTC)"),
            out: Path = typer.Option(..., "--out", help="folder for index.html and the operator pages"),
            db: Optional[Path] = typer.Option(None, "--db", help="audit database (default: $AKA_HOME/audit.db)"),
+           weights: Optional[Path] = typer.Option(None, "--weights", help="weights file (aka weights --from-trace): "
+                                                  "re-weigh the shapes and the scores shown"),
            config: Optional[Path] = typer.Option(None, "--config", help="YAML config file"),
            override: List[str] = typer.Option([], "-c", help="config override key.path=value")):
     """Write a static HTML report of runs: rooflines, before/after, score history, diffs, evidence."""
     from agent.audit import AuditError
     from agent.cli_audit import _open
+    from agent.cli_weights import load_option
     from agent.report_html.data import select_runs
+    from benchmarks.weights_trace import WeightsFileError
     when = parse_since(since)
+    weights_file = load_option(weights)
     with _open(db, config, override) as audit:
         try:
             ids = select_runs(audit, list(runs or []), when)
@@ -61,8 +68,8 @@ def report(runs: List[str] = typer.Argument(None, help="run ids, unique prefixes
             raise _usage(f"no runs selected in {audit.path}" + (f" since {since}" if since else "")
                          + "; `aka audit list` shows the runs")
         try:
-            files, verify = build_report(audit, ids, out)
-        except AuditError as e:
+            files, verify = build_report(audit, ids, out, weights_file)
+        except (AuditError, WeightsFileError) as e:
             raise _usage(str(e))
     typer.echo(f"wrote {files[0]} and {len(files) - 1} operator page(s) for {len(ids)} run(s)")
     if not verify.ok:

@@ -85,12 +85,8 @@ def bench_all(shape_set: str = "hot", kernels: List[str] = (), baseline: Optiona
         raise _usage(f"no operator has shapes in set {shape_set!r}; `aka shapes --op OP` lists them")
     raw_weights, weights_source = shape_set_weights({op: specs[op] for op in ops}, shape_set), "shapes.yaml weights"
     if weights_file is not None:
-        from benchmarks.weights_trace import WeightsFileError, load_weights
-        try:
-            raw_weights = load_weights(weights_file).operator_weights(shape_set, ops)
-        except (WeightsFileError, OSError) as e:
-            raise _usage(str(e))
-        weights_source = str(weights_file)
+        from agent.cli_weights import load_option
+        raw_weights, weights_source = load_option(weights_file).operator_weights(shape_set, ops), str(weights_file)
     if baseline:
         choices = {op: KernelChoice(op, f"baseline {baseline}", "", baseline) for op in ops}
     else:

@@ -2,7 +2,7 @@
 
     aka trace --model llama-3.1-8b --phase decode --tokens 64 --out traces/llama-decode-64.json
     aka weights --from-trace traces/*.json --map configs/kernel_map.yaml --out weights.json
-    aka bench --all --weights weights.json
+    aka bench --all --weights weights.json          # also: aka bench --op, optimize, report, nightly
 
 `aka weights` prints each operator's share of the traced GPU time and the unmapped share with its
 largest kernels (never dropped: add rules to the map for them). `aka trace` also prints the traced
@@ -23,6 +23,35 @@ DEFAULT_MAP = Path(__file__).resolve().parent.parent / "configs" / "kernel_map.y
 def _usage(message: str) -> typer.Exit:
     from agent.cli import usage_error     # the one usage-error helper (exit 2)
     return usage_error(message)
+
+
+def load_option(path: Optional[Path]):
+    """`--weights FILE` through the one loader (benchmarks/weights_file.py); None without the option; a bad
+    file is a usage error (exit 2) that names the file, the value and the fix."""
+    if path is None:
+        return None
+    from benchmarks.weights_file import load_weights_file
+    from benchmarks.weights_trace import WeightsFileError
+    try:
+        return load_weights_file(path)
+    except (WeightsFileError, OSError) as e:
+        raise _usage(str(e))
+
+
+def reweigh_option(path: Optional[Path], op: str, shapes, known=None):
+    """`shapes` weighed by `--weights FILE` (unchanged without it); a note goes to stderr when the file has
+    no shapes of `op`."""
+    file = load_option(path)
+    if file is None:
+        return tuple(shapes)
+    from benchmarks.weights_trace import WeightsFileError
+    try:
+        out = file.reweigh(op, shapes, known)
+    except WeightsFileError as e:
+        raise _usage(str(e))
+    if file.note(op):
+        typer.secho(f"note: {file.note(op)}", fg="yellow", err=True)
+    return out
 
 
 def op_shares(w, mapped_only: bool = False) -> dict[str, float]:

@@ -7,6 +7,8 @@ configs/nightly.yaml:
     overrides: []                    # -c key=value for every run (after the command line's own -c)
     continue_from_previous: true     # start each operator from the previous night's final kernel
     regression_tolerance: 0.01       # a final S_i this far below last night's counts as a regression
+    weights: traced.json             # optional: a weights file (aka weights --from-trace) for every run's shape
+                                     # weights and the summary's w_i (`aka nightly --weights` overrides it)
 
 Per-operator keys: op, shape_set, shapes (a shapes YAML), iterations, minutes, gpu_minutes, tokens, usd,
 model, proposer, script (files for the scripted proposer), target, hardware, seed_kernel.
@@ -66,6 +68,7 @@ class NightlyPlan:
     continue_from_previous: bool = True
     regression_tolerance: float = 0.01
     base: Path = Path(".")
+    weights: Path | None = None      # the weights file, resolved against the config's folder
 
 
 def load_plan(path: Path) -> NightlyPlan:
@@ -97,9 +100,26 @@ def load_plan(path: Path) -> NightlyPlan:
                 raise NightlyConfigError(f"nightly config {path}: {entry['op']}.{key} = {entry[key]!r}; "
                                          f"a positive number")
         jobs.append(OperatorJob(entry["op"], {k: v for k, v in entry.items() if k != "op"}))
+    base = Path(path).resolve().parent
+    weights = data.get("weights")
+    if weights is not None and not isinstance(weights, str):
+        raise NightlyConfigError(f"nightly config {path}: weights = {weights!r}; the path of a weights file "
+                                 f"(aka weights --from-trace writes one)")
     return NightlyPlan(tuple(jobs), tuple(str(x) for x in data.get("overrides", []) or []),
                        bool(data.get("continue_from_previous", True)),
-                       float(data.get("regression_tolerance", 0.01)), Path(path).resolve().parent)
+                       float(data.get("regression_tolerance", 0.01)), base, base / weights if weights else None)
+
+
+def check_weights(plan: NightlyPlan, weights) -> None:
+    """Every job's shapes can be weighed by the file (benchmarks.weights_file.WeightsFile): checked before the
+    night starts, not when its optimize run refuses them hours later. Raises WeightsFileError."""
+    from benchmarks.registry import load_operator, load_shapes
+    from benchmarks.spec import select_shapes
+    for job in plan.jobs:
+        spec = load_operator(job.op)
+        own = job.options.get("shapes")
+        known = load_shapes(plan.base / own) if own else spec.shapes
+        weights.reweigh(job.op, select_shapes(known, job.shape_set), known)
 
 
 # ---- state ---------------------------------------------------------------------------------------
@@ -164,8 +184,10 @@ def _final_score(run) -> float | None:
     return accepted[-1].score if accepted else None
 
 
-def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dict | None, home: Path) -> dict:
-    """What improved by how much, what regressed against the previous night, S_agg before and after."""
+def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dict | None, home: Path,
+              weights=None) -> dict:
+    """What improved by how much, what regressed against the previous night, S_agg before and after.
+    `weights` (benchmarks.weights_file.WeightsFile): each operator's w_i from it, else from its shape set."""
     from agent.suite import shape_set_weights
     from benchmarks.registry import load_operator
     from benchmarks.scoring import aggregate
@@ -189,14 +211,15 @@ def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dic
             row["regressed"] = bool(prev is not None and final_si is not None
                                     and final_si < prev - plan.regression_tolerance)
         rows.append(row)
-    weights = {j.op: shape_set_weights({j.op: load_operator(j.op)}, j.shape_set)[j.op]   # each job's own set
-               for j in plan.jobs if j.op in reports}
+    w_i = {j.op: (weights.operator_weights(j.shape_set, [j.op]) if weights is not None else   # each job's own set
+                  shape_set_weights({j.op: load_operator(j.op)}, j.shape_set))[j.op] for j in plan.jobs if j.op in reports}
 
     def agg(key: str) -> float | None:
-        vals = {r["op"]: r.get(key) for r in rows if r["op"] in weights}
-        return aggregate(vals, weights) if vals and all(v is not None for v in vals.values()) else None
+        vals = {r["op"]: r.get(key) for r in rows if r["op"] in w_i}
+        return aggregate(vals, w_i) if vals and all(v is not None for v in vals.values()) else None
     return {"kind": "nightly", "night": state.night, "sessions": state.sessions, "operators": rows,
-            "s_agg_before": agg("s_i_before"), "s_agg_after": agg("s_i_after"),
+            "s_agg_before": agg("s_i_before"), "s_agg_after": agg("s_i_after"), "w_i": w_i,
+            "weights_source": weights.path if weights is not None else "shape sets",
             "previous_night": (previous or {}).get("night"),
             "improved": [r["op"] for r in rows if (r.get("improvement") or 0) > 0],
             "regressed": [r["op"] for r in rows if r.get("regressed")],
@@ -207,10 +230,15 @@ def _f(v, spec=".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _w_source(s: dict) -> str:
+    source = s.get("weights_source", "shape sets")
+    return "its shape set" if source == "shape sets" else f"the weights file {source}"
+
+
 def summary_markdown(s: dict) -> str:
     out = [f"# aka nightly {s['night']}", "",
            f"S_agg before {_f(s['s_agg_before'])}, after {_f(s['s_agg_after'])} (over this night's operators; "
-           f"each operator's w_i from its shape set). Previous night: {s['previous_night'] or 'none'}.", ""]
+           f"each operator's w_i from {_w_source(s)}). Previous night: {s['previous_night'] or 'none'}.", ""]
     if any(r.get("interpreter") for r in s["operators"]):
         out += ["**No GPU: kernels ran under Triton's interpreter; correctness is real, nothing is scored.**", ""]
     out += ["| operator | set | run | status | iterations | accepted | S_i before | S_i after | change | "

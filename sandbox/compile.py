@@ -102,7 +102,10 @@ class LaunchRecorder:
         self.records: list[LaunchRecord] = []
         self.functions: dict[str, object] = {}      # kernel name -> python function / JITFunction
         self.errors: list[str] = []                 # launches the recorder could not describe
-        self._keys: set[tuple] = set()
+        # record index -> the CompiledKernel triton's launcher returned for it (GPU only: the code that ran,
+        # read by the feature gate without compiling again; the interpreter returns none)
+        self.compiled: dict[int, object] = {}
+        self._keys: dict[tuple, int] = {}
         self._saved: list[tuple[type, object]] = []
         self._binders: dict[int, tuple[object, list]] = {}
 
@@ -123,13 +126,17 @@ class LaunchRecorder:
 
         @functools.wraps(original)
         def run(kernel, *args, **kwargs):
+            index = None
             try:
-                recorder._record(kernel, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
-                                 kwargs.get("grid"))
+                index = recorder._record(kernel, args, {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")},
+                                         kwargs.get("grid"))
             except Exception as exc:    # recording must never change what the launch does
                 name = getattr(getattr(kernel, "fn", None), "__name__", "?")
                 recorder.errors.append(f"kernel {name}: launch not recorded: {type(exc).__name__}: {exc}")
-            return original(kernel, *args, **kwargs)
+            out = original(kernel, *args, **kwargs)
+            if index is not None and hasattr(out, "asm"):
+                recorder.compiled.setdefault(index, out)
+            return out
 
         return run
 
@@ -152,7 +159,7 @@ class LaunchRecorder:
         self._binders[id(kernel)] = (binder, params, kernel)
         return binder, params
 
-    def _record(self, kernel, args: tuple, kwargs: dict, grid=None) -> None:
+    def _record(self, kernel, args: tuple, kwargs: dict, grid=None) -> int:
         fn = kernel.fn
         name = fn.__name__
         binder, params = self._binder(kernel)
@@ -172,8 +179,9 @@ class LaunchRecorder:
         key = (name, tuple(sorted(signature.items())), repr(sorted(constexprs.items(), key=lambda kv: kv[0])))
         self.functions.setdefault(name, kernel if type(kernel).__name__ == "JITFunction" else fn)
         if key not in self._keys:
-            self._keys.add(key)
+            self._keys[key] = len(self.records)
             self.records.append(record)
+        return self._keys[key]
 
 
 def _resolve_grid(grid, bound) -> tuple[int, ...]:
@@ -238,9 +246,10 @@ def _source_file(fn) -> str | None:
     return path if path and os.path.isfile(path) else None
 
 
-def _request_items(recorder: LaunchRecorder) -> tuple[list[dict], list[str]]:
+def _request_items(recorder: LaunchRecorder) -> tuple[list[tuple[int, dict]], list[str]]:
+    """(record index, child request item) for each record that can be compiled offline; errors for the rest."""
     items, errors = [], []
-    for rec in recorder.records:
+    for index, rec in enumerate(recorder.records):
         fn = recorder.functions.get(rec.kernel_name)
         path = _source_file(fn) if fn is not None else None
         if path is None:
@@ -252,9 +261,9 @@ def _request_items(recorder: LaunchRecorder) -> tuple[list[dict], list[str]]:
         except TypeError as exc:
             errors.append(f"kernel {rec.kernel_name}: {exc}")
             continue
-        items.append({"name": rec.kernel_name, "module_path": path, "signature": rec.signature,
+        items.append((index, {"name": rec.kernel_name, "module_path": path, "signature": rec.signature,
                       "constexprs": constexprs, "num_warps": rec.num_warps, "num_stages": rec.num_stages,
-                      "divisible_by_16": list(rec.divisible_by_16), "options": _jsonable(rec.options)})
+                      "divisible_by_16": list(rec.divisible_by_16), "options": _jsonable(rec.options)}))
     return items, errors
 
 
@@ -283,29 +292,39 @@ def compile_recorded(recorder: LaunchRecorder, target: str = "auto") -> CompileR
     compiled kernel (n_regs/n_spills on a GPU, the cubin's resource usage read with cuobjdump
     offline); features from its PTX and SASS. A compile error makes ok=False with
     "kernel X: <first useful line>"."""
+    per_record, errors, target_name = compile_each(recorder, target)
+    kernels = [k for k in per_record if k is not None]
+    errors += [k.error for k in kernels if k.error]
+    ok = not errors and bool(kernels)
+    return CompileReport(ok, target_name, tuple(kernels), tuple(dict.fromkeys(errors)))
+
+
+def compile_each(recorder: LaunchRecorder, target: str = "auto") -> tuple[list[KernelInfo | None], list[str], str]:
+    """(one KernelInfo per record, in record order, None where it could not be compiled; the errors of
+    the recorder, the request and the child other than per-kernel ones; the target's name). One child
+    compiles all records; the worker's TRITON_CACHE_DIR is the child's, so a specialization compiled
+    before by the same source is a cache hit."""
     target_spec, target_name = _resolve_target(target)
     errors = list(recorder.errors)
+    per_record: list[KernelInfo | None] = [None] * len(recorder.records)
     if not recorder.records:
         errors.append("no kernel launch was recorded: run the candidate once under LaunchRecorder before compiling")
-        return CompileReport(False, target_name, (), tuple(errors))
+        return per_record, errors, target_name
     items, item_errors = _request_items(recorder)
     errors += item_errors
-    kernels: list[KernelInfo] = []
     if items:
-        result, child_error = _run_child({"target": target_spec, "kernels": items})
+        result, child_error = _run_child({"target": target_spec,
+                                          "kernels": [{**item, "index": index} for index, item in items]})
         if child_error:
             errors.append(child_error)
         for k in result.get("kernels", []):
-            info = KernelInfo(k["name"], k["registers"], k["spills_bytes"], k["shared_bytes"],
-                              tuple(k["features"]), k["error"], k.get("compile_s"))
-            kernels.append(info)
-            if info.error:
-                errors.append(info.error)
+            per_record[int(k["index"])] = KernelInfo(k["name"], k["registers"], k["spills_bytes"],
+                                                     k["shared_bytes"], tuple(k["features"]), k["error"],
+                                                     k.get("compile_s"))
         errors += result.get("errors", [])
         if not child_error and len(result.get("kernels", [])) < len(items) and not result.get("errors"):
             errors.append(f"compiled {len(result.get('kernels', []))} of {len(items)} recorded launches")
-    ok = not errors and bool(kernels)
-    return CompileReport(ok, target_name, tuple(kernels), tuple(dict.fromkeys(errors)))
+    return per_record, errors, target_name
 
 
 class _SpareChild:

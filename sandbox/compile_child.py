@@ -236,6 +236,7 @@ def main(request_path: str, result_path: str) -> int:
         t0 = time.monotonic()
         info = compile_one(item, modules[path], target, request["target"]["kind"] == "device")
         info["compile_s"] = round(time.monotonic() - t0, 4)
+        info["index"] = item.get("index", len(out["kernels"]))     # which record it answers (sandbox.compile)
         out["kernels"].append(info)
         Path(result_path).write_text(json.dumps(out))      # partial results survive a later crash
     Path(result_path).write_text(json.dumps(out))

@@ -201,6 +201,10 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
                 from sandbox import launch_record
                 with self._timed("launch_record"):
                     launch_record.collect(self, w, list(zip(req.shapes, self.rows)))
+                if req.settings.require_features:     # --require: on those kernels (sandbox/feature_gate.py)
+                    from sandbox import feature_gate
+                    with self._timed("features"):
+                        feature_gate.judge(self, w, list(zip(req.shapes, self.rows)))
             holdouts = self._holdouts()
             if holdouts:
                 rows = [self._row(s, holdout=True) for s in holdouts]
@@ -234,7 +238,9 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
         self.stage, self.activity = "compile", "the compile gate's first run of the candidate at a tiny shape"
         w.send({"kind": "compile", "dims": self.spec.interpreter_dims(shape.dim), "dtype": shape.dtype,
                 "seed": cx.derive_seed(self.base_seed, "compile"), "target": "auto",
-                "require_features": list(self.req.settings.require_features)})
+                # with correctness, the feature gate judges the kernels the scored shapes run, after the launch record
+                "require_features": [] if self.req.correctness else list(self.req.settings.require_features),
+                "features_later": bool(self.req.correctness and self.req.settings.require_features)})
         t0 = time.monotonic()
         reply, _ = self._expect(w, "compiled")
         in_worker = self.clock.merge(reply.get("stage_s"))

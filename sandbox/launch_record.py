@@ -164,9 +164,11 @@ def _launches(recorder) -> tuple[KernelLaunch, ...]:
     return tuple(out)
 
 
-def record_launches(call: Callable[[], Any], module: Any, is_fatal: Callable[[BaseException], bool]) -> ShapeLaunches:
+def record_launches(call: Callable[[], Any], module: Any, is_fatal: Callable[[BaseException], bool],
+                    keep: Callable[[Any], None] | None = None) -> ShapeLaunches:
     """Run `call()` once under the LaunchRecorder with CONFIGS traced. A failure that only tracing could
-    cause is retried untraced; a fatal one (CUDA error, OOM: `is_fatal`) propagates."""
+    cause is retried untraced; a fatal one (CUDA error, OOM: `is_fatal`) propagates. `keep(recorder)`
+    receives the recorder (its records and, on a GPU, the compiled kernels: sandbox/feature_gate.py)."""
     from sandbox.compile import LaunchRecorder
     note = ""
     try:
@@ -184,6 +186,8 @@ def record_launches(call: Callable[[], Any], module: Any, is_fatal: Callable[[Ba
         paths = None
     if recorder.errors:
         note = "; ".join([note] * bool(note) + recorder.errors[:3])[:500]
+    if keep is not None:
+        keep(recorder)
     return ShapeLaunches(_launches(recorder), paths, note)
 
 

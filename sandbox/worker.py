@@ -75,6 +75,7 @@ class Worker:
         self.interpreter = False
         self.loopback: str | None = None
         self.prepare = lambda inputs: inputs   # a library baseline's input form (sandbox/baselines.py)
+        self.launch_recorders: dict = {}      # visible shapes' launch recorders, for sandbox/feature_gate.py
 
     # ---- plumbing --------------------------------------------------------------------------------
     def reply(self, header: dict, payload=b"") -> None:
@@ -151,20 +152,10 @@ class Worker:
         return fn
 
     def on_compile(self, msg: dict) -> None:
-        from sandbox.compile import LaunchRecorder, compile_recorded, feature_check
-        note = None
-        dtype = msg["dtype"]
+        from sandbox.compile import compile_recorded, feature_check
+        from sandbox.feature_gate import record_run
         t0 = time.monotonic()
-        try:
-            with LaunchRecorder() as recorder:
-                self.call(self.make_inputs(msg["dims"], dtype, msg["seed"]))
-        except CandidateFailure as e:
-            if not (self.interpreter and dtype != "fp32"):
-                raise
-            # The interpreter's bf16/fp16 arithmetic is unreliable (it raises where a GPU would not): retry in fp32.
-            note = f"the {dtype} run raised under the interpreter ({e.message[:300]}); launches recorded in fp32"
-            with LaunchRecorder() as recorder:
-                self.call(self.make_inputs(msg["dims"], "fp32", msg["seed"]))
+        recorder, note = record_run(self, msg["dims"], msg["dtype"], msg["seed"])   # fp32 retry in the interpreter
         names = sorted(str(k) for k in recorder.functions)
         if not names:
             self.reply({"kind": "compiled", "ok": False, "kernel_names": [], "missing": [], "note": note,
@@ -177,6 +168,9 @@ class Worker:
         missing = list(feature_check(report, tuple(msg.get("require_features", ())))) if report.ok else []
         info = _jsonable(report)
         info["features"] = sorted(str(f) for f in report.features())
+        if msg.get("features_later") and self.interpreter:   # the feature gate's compile child, importing meanwhile
+            from sandbox import compile as compile_gate
+            compile_gate.start_spare()
         self.reply({"kind": "compiled", "ok": bool(report.ok), "errors": [str(e) for e in report.errors],
                     "kernel_names": names, "missing": missing, "note": note, "info": info, "stage_s": stage_s})
 
@@ -300,10 +294,14 @@ class Worker:
 
     def on_launches(self, msg: dict) -> None:
         """The launch record of one visible shape (sandbox/launch_record.py): one extra, unchecked call."""
+        from sandbox.feature_gate import shape_key
         from sandbox.launch_record import record_launches
         inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seed"])
+
+        def keep(recorder) -> None:       # its records and compiled kernels, for a later `features` request
+            self.launch_recorders[shape_key(msg["dims"], msg["dtype"])] = recorder
         record = record_launches(lambda: self.call(inputs), sys.modules.get(CANDIDATE_MODULE),
-                                 lambda e: getattr(e, "fatal", False) or _is_cuda_or_oom(e))
+                                 lambda e: getattr(e, "fatal", False) or _is_cuda_or_oom(e), keep)
         self.reply({"kind": "launches", "record": record.to_json()})
 
     def on_floor(self, msg: dict) -> None:
@@ -350,6 +348,10 @@ class Worker:
             record = rec.to_json()
         self.reply({"kind": "counters", "record": record})
 
+    def on_features(self, msg: dict) -> None:
+        from sandbox.feature_gate import on_features
+        on_features(self, msg)
+
     def on_ab_time(self, msg: dict) -> None:
         from sandbox.ab import on_ab_time
         on_ab_time(self, msg)
@@ -384,7 +386,8 @@ class Worker:
         self.reply(hello)
         handlers = {"setup": self.on_setup, "compile": self.on_compile, "check": self.on_check, "dsl": self.on_dsl,
                     "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters,
-                    "ab_time": self.on_ab_time, "launches": self.on_launches}
+                    "ab_time": self.on_ab_time, "launches": self.on_launches,
+                    "features": self.on_features}
         while True:
             try:
                 msg, _ = protocol.recv_blocking(self.rx)

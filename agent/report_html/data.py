@@ -61,6 +61,7 @@ class RunReport:
     baselines: dict[str, EvalResult] = field(default_factory=dict)
     seed_source: str = ""
     final_source: str = ""
+    weights_source: str = ""         # a weights file that re-weighed the shapes and scores (aka report --weights)
 
     @property
     def interpreter(self) -> bool:
@@ -94,10 +95,21 @@ def _shape_info(spec, hw: dict, s: dict) -> ShapeInfo:
                      rl.bound, flops / compute_s if compute_s > 0 else 0.0)
 
 
-def run_report(audit, run_id: str) -> RunReport:
+def _reweighed(weights, spec, shapes: list[dict]) -> list[dict]:
+    """The run's shapes with a weights file's weights (benchmarks/weights_file.py)."""
+    from benchmarks.spec import Shape
+    objs = [Shape.make(**{**s, "dims": dict(s["dims"])}) for s in shapes]
+    new = {s.id: s.weight for s in weights.reweigh(spec.name, objs, known=list(spec.shapes) + objs)}
+    return [{**s, "weight": new[s["id"]]} for s in shapes]
+
+
+def run_report(audit, run_id: str, weights=None) -> RunReport:
     """Everything the report shows of one run. The only reader of record bodies for the report: it reads
     the raw JSON layout of agent/audit.py's views (stable across the typed records of agent/records.py,
-    which it can switch to: records.typed(audit, run_id))."""
+    which it can switch to: records.typed(audit, run_id)). `weights` (benchmarks.weights_file.WeightsFile)
+    re-weighs the shapes, and each iteration's score is then the weight-averaged attainment of its recorded
+    per-shape attainments under those weights."""
+    from benchmarks.weights_file import reweighted_score
     from agent.audit import AuditError
     from benchmarks.registry import load_operator
     records = audit.records(run_id)
@@ -108,11 +120,17 @@ def run_report(audit, run_id: str) -> RunReport:
     start = starts[0].body
     hw = start.get("hardware") if isinstance(start.get("hardware"), dict) else {}
     spec = load_operator(start["op"])
-    shapes = tuple(_shape_info(spec, hw, s) for s in start.get("shapes", []))
+    run_shapes = start.get("shapes", [])
+    if weights is not None:
+        run_shapes = _reweighed(weights, spec, run_shapes)
+    shapes = tuple(_shape_info(spec, hw, s) for s in run_shapes)
     points, decisions = [], {}
     for r in of("iteration"):
         rec = r.body["record"]
-        points.append(IterationPoint(rec["iteration"], rec.get("score"), rec["verdict"], bool(rec.get("accepted")),
+        score = rec.get("score")
+        if weights is not None and score is not None:
+            score = reweighted_score(rec.get("per_shape") or {}, {s.id: s.weight for s in shapes})
+        points.append(IterationPoint(rec["iteration"], score, rec["verdict"], bool(rec.get("accepted")),
                                      rec.get("failed_stage"), rec.get("changed", ""), rec.get("lesson", ""),
                                      bool(rec.get("is_seed"))))
         decisions[rec["iteration"]] = r.body.get("decision") or {}
@@ -139,7 +157,8 @@ def run_report(audit, run_id: str) -> RunReport:
         iterations=tuple(points), dropouts=tuple(int(d.body["iteration"]) for d in of("dropout")),
         decision=decisions.get(final_iteration, {}) if final and not final.get("seed") else {},
         baselines=baselines, seed_source=audit.source(seed_sha) if seed_sha else "",
-        final_source=audit.source(final["source_sha256"]) if final else "")
+        final_source=audit.source(final["source_sha256"]) if final else "",
+        weights_source=weights.path if weights is not None else "")
 
 
 def select_runs(audit, names: list[str], since: datetime | None) -> list[str]:

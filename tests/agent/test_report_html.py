@@ -108,6 +108,28 @@ def test_usage_errors(tmp_path, report_dir):
     assert r.exit_code == 2 and "no audit database" in r.output
 
 
+def test_weights_file_reweighs_the_shapes_and_the_scores(report_dir, tmp_path):
+    """All weight on one shape: every iteration's score becomes that shape's recorded attainment."""
+    from weights_files import entry, write_weights
+    from agent.cli import app
+    from agent.report_html.data import run_report
+    from benchmarks.weights_file import load_weights_file
+    from test_loop import SHAPES
+    _, db, _ = report_dir
+    w = write_weights(tmp_path / "w.json", [entry("rms_norm", SHAPES[1], 0.25)])
+    with Audit(db) as audit:
+        plain = run_report(audit, "rms_norm-20261201-0001")
+        traced = run_report(audit, "rms_norm-20261201-0001", load_weights_file(w))
+        per_shape = [r.body["record"]["per_shape"] for r in audit.records("rms_norm-20261201-0001", "iteration")]
+    assert [s.weight for s in traced.shapes] == [0.0, 0.25]
+    scored = [(p, t, ps) for p, t, ps in zip(plain.iterations, traced.iterations, per_shape) if p.score is not None]
+    assert scored and all(t.score == pytest.approx(ps.get(SHAPES[1].id, 0.0)) for _, t, ps in scored)
+    assert any(p.score != pytest.approx(t.score) for p, t, _ in scored)
+    r = CliRunner().invoke(app, ["report", "last", "--out", str(tmp_path / "o"), "--db", str(db), "--weights", str(w)])
+    assert r.exit_code == 0, r.output
+    assert f"re-weighed with the weights file {w}" in (tmp_path / "o" / "index.html").read_text()
+
+
 def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
