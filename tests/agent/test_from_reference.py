@@ -13,6 +13,7 @@ from fake_llm_server import FakeLLMServer, Scripted
 from test_cli_optimize import invoke, make_app, tiny_shapes
 from test_loop import OP, ScoredSandbox, config, make_candidates, make_loop, seed_source
 
+from agent.audit_export import load_run, performance_markdown
 from agent.budget import BudgetLimits
 from agent.cli_optimize import contract_for
 from agent.config import LLMConfig
@@ -77,6 +78,8 @@ def test_writes_a_first_kernel_then_optimizes_it(tmp_path, server):
     assert Path(out.incumbent_path).read_text() == c["faster.py"].read_text()
     assert {r["id"]: r["a_before"] for r in out.rows} == {"tiny-a": 0.5, "tiny-b": 0.25}
     assert {r["id"]: r["a_after"] for r in out.rows} == {"tiny-a": 1.0, "tiny-b": 0.5}
+    table = performance_markdown(load_run(audit, "run-1"))
+    assert "No seed" in table and "| first (us) |" in table and "attain first" in table
 
     # what the model was told: the reference and the contract first, each failure's reason next
     first, second, third, fourth = (user_text(r) for r in server.requests)
