@@ -165,12 +165,18 @@ def test_cli_search_exits_2_and_says_how_to_pass_a_model(tmp_path):
     assert r.exit_code == 2 and "add --from-reference" in r.output
 
 
-def test_cli_scripted_from_reference_without_a_passing_kernel_exits_4(tmp_path):
+def test_cli_gives_up_with_exit_4_and_a_resume_with_more_tries_goes_on(tmp_path):
     c = make_candidates(tmp_path / "cands")
-    r = invoke(make_app(), "optimize", "--op", OP, "--shapes", str(tiny_shapes(tmp_path)), "--from-reference",
-               "--proposer", "scripted", "--script", str(c["syntax.py"]), "--reference-tries", "1",
-               "-c", f"home={tmp_path / 'home'}", "-c", "knowledge.enabled=false", "-c", "sandbox.holdout=false")
+    script = ["--script", str(c["syntax.py"]), "--script", load_operator(OP).seed_path]
+    settings = ["-c", f"home={tmp_path / 'home'}", "-c", "knowledge.enabled=false", "-c", "sandbox.holdout=false",
+                "-c", "sandbox.trials=1"]
+    app = make_app()
+    r = invoke(app, "optimize", "--op", OP, "--shapes", str(tiny_shapes(tmp_path)), "--from-reference",
+               "--proposer", "scripted", *script, "--reference-tries", "1", *settings)
     assert r.exit_code == 4 and "gave up: none of the 1 kernels" in r.output
+    r = invoke(app, "optimize", "--resume", "last", "--reference-tries", "3", *script, *settings)
+    assert r.exit_code == 0, r.output
+    assert "#1: the first kernel written from the reference passed every gate" in r.output
 
 
 def test_reference_source_is_the_reference_and_what_it_uses_never_the_input_makers():
