@@ -176,17 +176,23 @@ def _fmt(v: float | None, spec: str = ".2f") -> str:
 
 def performance_markdown(view: RunView) -> str:
     final = view.final()
-    seed_res = view.evaluation(0, roles=("seed",))
+    # "before": the seed, or in a --from-reference run (no seed) the first kernel that passed every gate
+    first = view.accepted()[0]
+    seed_res = view.evaluation(first.iteration, first.source_sha256)
+    before = "first" if first.from_reference else "seed"
     final_res = view.evaluation(final.iteration, final.source_sha256)
     base = view.baselines()
     hw = view.start.hardware if isinstance(view.start.hardware, dict) else {}
     interp = bool(seed_res and seed_res.interpreter)
-    head = ["shape", "dims", "dtype", "weight", "T_roof (us)", "seed (us)", "final (us)", "speedup",
-            "attain seed", "attain final"] + [f"{b} (us)" for b in base]
+    head = ["shape", "dims", "dtype", "weight", "T_roof (us)", f"{before} (us)", "final (us)", "speedup",
+            f"attain {before}", "attain final"] + [f"{b} (us)" for b in base]
     out = [f"# {view.start.op}: performance of run {view.run_id}", "",
            f"Shape set `{view.start.shape_set}`; ceilings: {hw.get('name', '?')} ({hw.get('source', '?')}: "
            f"{hw.get('bandwidth_tbs', '?')} TB/s). Times are GPU time per call inside a CUDA graph, L2 cold, median. "
            f"Final kernel: iteration {final.iteration}, sha256 {final.source_sha256[:12]}.", ""]
+    if first.from_reference:
+        out += [f"No seed: the run wrote its kernels from the PyTorch reference (`--from-reference`); `first` is the "
+                f"first one that passed every gate (iteration {first.iteration}).", ""]
     if interp:
         out += ["**Interpreter run (no GPU): correctness is real, the times below mean nothing and are not scores.**",
                 ""]
@@ -205,7 +211,7 @@ def performance_markdown(view: RunView) -> str:
         cells += [_fmt(getattr(rows_base[b].get(sid), "t_us", None)) for b in base]
         out.append("| " + " | ".join(cells) + " |")
     if final_res is not None and final_res.s_i is not None:
-        out += ["", f"S_i: seed {_fmt(seed_res.s_i if seed_res else None, '.3f')}, final {final_res.s_i:.3f}."]
+        out += ["", f"S_i: {before} {_fmt(seed_res.s_i if seed_res else None, '.3f')}, final {final_res.s_i:.3f}."]
     return "\n".join(out) + "\n"
 
 

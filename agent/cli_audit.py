@@ -105,6 +105,7 @@ def show(run: str = typer.Argument(..., help="run id, unique prefix, or `last`")
         console.print(f"{v.run_id}: {s.op} [{s.shape_set}] shapes "
                       f"{', '.join(x['id'] for x in s.shapes)}; proposer {s.proposer}"
                       + (f" ({s.model})" if s.model else "")
+                      + ("; no seed: the first kernel was written from the reference" if s.from_reference else "")
                       + f"; hardware {hw.get('name', '?')} ({hw.get('source', '?')}); target {s.target}; "
                       f"limits {s.limits.to_json()}", highlight=False, markup=False)
         table = Table()

@@ -2,7 +2,8 @@
 
 Every user mistake ends in `error: ...` on stderr and exit code 2, with the value, the limit and a
 fix, never a traceback. Exit codes of `aka optimize` (README "Exit codes"): 0 done, 2 usage or
-set-up error, 3 stopped by a fatal provider error, 130/143 interrupted by SIGINT/SIGTERM.
+set-up error, 3 stopped by a fatal provider error, 4 a --from-reference run ended with no kernel that
+passed every gate, 130/143 interrupted by SIGINT/SIGTERM.
 """
 from __future__ import annotations
 

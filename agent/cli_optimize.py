@@ -4,10 +4,12 @@
     aka optimize --op fused_moe --model anthropic/claude-sonnet-4-6  # an LLM proposes
     aka optimize --op rms_norm --proposer scripted --script a.py --script b.py
     aka optimize --resume rms_norm-20261129-191700-ab12 --iterations 40
+    aka optimize --op rms_norm --from-reference --model anthropic/claude-sonnet-4-6   # no seed: written from the reference
 
 Exit codes: 0 the run ended (budget, target or proposer done), 2 usage or set-up error (bad
 options, a provider/model/key/base URL the probe refused, a run another process is writing),
-3 stopped by a fatal provider error mid-run (key revoked, model gone), 128+N stopped by signal N
+3 stopped by a fatal provider error mid-run (key revoked, model gone), 4 a --from-reference run ended
+before any kernel passed every gate (its tries or a budget ran out), 128+N stopped by signal N
 (130 SIGINT, 143 SIGTERM) after recording the current iteration.
 Also runnable as `python -m agent.cli_optimize ...` (the kill/resume tests do).
 """
@@ -31,12 +33,16 @@ def contract_for(spec, shapes) -> "OperatorContract":
     """What a proposer is told of the operator: never a hold-out shape (they are drawn per evaluation)."""
     from agent.types import OperatorContract
     from benchmarks.scoring import normalize
+    from agent.from_reference import output_rows, reference_source
     weights = normalize({s.id: s.weight for s in shapes})
     tolerances = {dt: dataclasses.asdict(t) for dt, t in spec.module.TOLERANCES.items()}
     return OperatorContract(name=spec.name, signature=spec.signature, description=spec.description,
                             arg_names=tuple(spec.arg_names), tolerances=tolerances,
                             shapes=tuple({"id": s.id, "dims": s.dim, "dtype": s.dtype, "phase": s.phase,
-                                          "weight": round(weights[s.id], 4)} for s in shapes))
+                                          "weight": round(weights[s.id], 4)} for s in shapes),
+                            reference=reference_source(Path(spec.module.__file__).read_text()),
+                            outputs=output_rows(spec, shapes),
+                            output_layout=getattr(spec.module, "OUTPUT_LAYOUT", "contiguous"))
 
 
 class KnowledgeRetriever:
@@ -140,6 +146,13 @@ def optimize(
                                   "provider, model and key before the seed is evaluated"),
     weights: Optional[Path] = typer.Option(None, "--weights", help="weights file (aka weights --from-trace): the "
                                            "shape weights of the score the run climbs"),
+    from_reference: bool = typer.Option(False, "--from-reference", help="start without a seed: the LLM writes "
+                                        "the first kernel from the contract and the PyTorch reference, retrying "
+                                        "with each failure's reason until one passes every gate, then optimizes "
+                                        "it (needs --model)"),
+    reference_tries: Optional[int] = typer.Option(None, "--reference-tries", help="with --from-reference: "
+                                                  "proposals to get a first passing kernel before giving up "
+                                                  "(exit 4; default 10)"),
     samples: int = typer.Option(1, "--samples", help="candidates per iteration: the LLM gets N requests in "
                                 "parallel, the search proposes its N best-ranked moves; all that differ are "
                                 "evaluated, the best goes to acceptance (each counts as one of --iterations)"),
@@ -150,7 +163,7 @@ def optimize(
 
     from agent.audit import Audit, AuditError, new_run_id
     from agent.budget import BudgetLimits
-    from agent.loop import Loop, RunPlan
+    from agent.loop import DEFAULT_REFERENCE_TRIES, EXIT_NO_KERNEL, Loop, RunPlan
     from agent.progress import Progress
     from benchmarks.registry import UnknownOperator, load_operator, load_shapes
     from benchmarks.spec import select_shapes
@@ -159,6 +172,7 @@ def optimize(
     for value, option in ((minutes, "--minutes"), (gpu_minutes, "--gpu-minutes"), (usd, "--usd"),
                           (iterations, "--iterations"), (tokens, "--tokens")):
         check_number(value, option, 0.0, example="10")
+    check_number(reference_tries, "--reference-tries", 1.0, example="10")
     if api_base is not None:
         if not api_base.startswith(("http://", "https://")):
             raise _usage(f"--api-base {api_base!r} is not an http(s) URL; e.g. --api-base http://127.0.0.1:8000/v1")
@@ -201,11 +215,15 @@ def optimize(
                 raise _usage(f"--weights: run {run_id} keeps the shape weights it started with; drop --weights")
             if op and op != start.op:
                 raise _usage(f"run {run_id} optimizes {start.op}, not {op}; drop --op when resuming")
+            if (from_reference or reference_tries is not None) and not start.from_reference:
+                raise _usage(f"run {run_id} started from a seed, not from the reference; drop --from-reference "
+                             f"and --reference-tries when resuming it")
             hw, _ = resolve_hardware(cfg, hardware or start.hardware_name)
-            old = RunPlan.from_record(start, hw, audit.source(start.seed_source_sha256))
+            old = RunPlan.from_record(start, hw, "" if start.from_reference else audit.source(start.seed_source_sha256))
             plan = dataclasses.replace(old, limits=old.limits.merged(limits),
                                        target=old.target if target is None else target,
-                                       dropout=old.dropout and not no_dropout)
+                                       dropout=old.dropout and not no_dropout,
+                                       reference_tries=reference_tries or old.reference_tries)
             skip = sum(1 for r in audit.records(run_id, "iteration") if not r.body["record"]["is_seed"])
             name = proposer or plan.proposer
             scripts = [str(p) for p in script] or list(start.script)
@@ -229,15 +247,28 @@ def optimize(
                 raise _usage(f"{op} has no shapes in set {shape_set!r}; aka shapes --op {op} lists them")
             from agent.cli_weights import reweigh_option
             shapes = reweigh_option(weights, op, shapes, load_shapes(shapes_file) if shapes_file else spec.shapes)
-            seed_path = Path(seed_kernel) if seed_kernel else Path(spec.seed_path)
-            seed_text = read_kernel(seed_path, "--seed-kernel")
-            hw, _ = resolve_hardware(cfg, hardware)
             name = proposer or ("llm" if model else "search")
+            if from_reference:
+                if seed_kernel:
+                    raise _usage(f"--from-reference starts without a seed; drop --seed-kernel {seed_kernel}, or "
+                                 f"drop --from-reference to start from that kernel")
+                if name == "search":
+                    from agent.from_reference import needs_a_model
+                    raise _usage(needs_a_model(name))
+                seed_path, seed_text = "", ""
+            elif reference_tries is not None:
+                raise _usage("--reference-tries counts the tries of --from-reference; add --from-reference or "
+                             "drop it")
+            else:
+                seed_path = Path(seed_kernel) if seed_kernel else Path(spec.seed_path)
+                seed_text = read_kernel(seed_path, "--seed-kernel")
+            hw, _ = resolve_hardware(cfg, hardware)
             scripts, skip = [str(p) for p in script], 0
             plan = RunPlan(op=op, shape_set=shape_set, shapes=shapes, hardware=hw, seed_source=seed_text,
                            seed_path=str(seed_path), target=0.95 if target is None else target,
                            limits=limits.with_default(), proposer=name, model=model, rng_seed=rng_seed,
-                           dropout=not no_dropout, script=tuple(scripts))
+                           dropout=not no_dropout, script=tuple(scripts), from_reference=from_reference,
+                           reference_tries=reference_tries or DEFAULT_REFERENCE_TRIES)
             run_id = new_run_id(op)
         from agent.run_lock import RunLocked, acquire
         try:
@@ -255,8 +286,11 @@ def optimize(
                 _probe(plan.model, cfg, progress.message)
             from sandbox import Sandbox
             with Sandbox(cfg.sandbox) as sandbox:   # the run's pre-started workers and compile cache
-                loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=sandbox,
-                            retriever=retriever, progress=progress, samples=samples)
+                try:
+                    loop = Loop(plan, cfg, prop, audit, contract_for(spec, plan.shapes), run_id, evaluate=sandbox,
+                                retriever=retriever, progress=progress, samples=samples)
+                except ValueError as e:   # e.g. resuming a --from-reference run with --proposer search
+                    raise _usage(str(e))
                 progress.message(f"run {run_id}: {plan.op} [{plan.shape_set}], proposer {name}"
                                  + (f" ({plan.model})" if plan.model else "") + f", audit {cfg.audit_db}")
                 try:
@@ -268,7 +302,7 @@ def optimize(
     finally:
         audit.close()
     if outcome.exit_code:
-        if outcome.exit_code == EXIT_PROVIDER:
+        if outcome.exit_code in (EXIT_PROVIDER, EXIT_NO_KERNEL):
             typer.secho(f"error: {outcome.reason}", err=True, fg="red")
         raise typer.Exit(outcome.exit_code)
     return outcome

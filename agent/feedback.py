@@ -201,11 +201,26 @@ def system_message(contract: OperatorContract, templates_dir: str | Path | None 
 
 
 def build_prompt(ctx: ProposalContext, templates_dir: str | Path | None = None) -> list[dict[str, str]]:
-    """Chat messages for one proposal: [system (instructions + contract), user (kernel + evidence)]."""
+    """Chat messages for one proposal: [system (instructions + contract), user (kernel + evidence)].
+    Without an incumbent (`aka optimize --from-reference`) the user message asks for a first kernel
+    written from the reference instead (configs/prompts/from_reference.jinja)."""
+    if not ctx.incumbent_source.strip():
+        return [system_message(ctx.contract, templates_dir), writing_message(ctx, templates_dir)]
     user = render("user.jinja", templates_dir, iteration=ctx.iteration, score=ctx.incumbent_score,
                   incumbent=ctx.incumbent_source, fence=_fence_for(ctx.incumbent_source),
                   feedback=ctx.feedback, snippets=list(ctx.snippets), memory=list(ctx.memory))
     return [system_message(ctx.contract, templates_dir), {"role": "user", "content": user}]
+
+
+def writing_message(ctx: ProposalContext, templates_dir: str | Path | None = None) -> dict[str, str]:
+    """The user message of a proposal that writes the first kernel from the contract and the reference."""
+    from agent.from_reference import writing_documents
+    view = {**_contract_view(ctx.contract), "reference": ctx.contract.reference,
+            "outputs": list(ctx.contract.outputs), "output_layout": ctx.contract.output_layout}
+    user = render("from_reference.jinja", templates_dir, c=view, iteration=ctx.iteration,
+                  fence=_fence_for(ctx.contract.reference), feedback=ctx.feedback, snippets=list(ctx.snippets),
+                  memory=list(ctx.memory), **writing_documents())
+    return {"role": "user", "content": user}
 
 
 def corrective_message(contract: OperatorContract, templates_dir: str | Path | None = None) -> dict[str, str]:

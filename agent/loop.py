@@ -18,6 +18,14 @@ evaluated (by source hash), and takes only the best-scoring valid one to accepta
 own iteration record (so `--iterations` counts proposals and resume is unchanged), the others decided by
 rule "sample". Token and dollar budgets count every sample.
 
+From the reference (`--from-reference`): no seed. The run starts in a writing phase: the proposer
+writes kernels from the contract and the PyTorch reference (agent/from_reference.py), each one
+evaluated and its failure fed back as usual, until one passes every gate; that one becomes the first
+incumbent (rule "from-reference", Accepted.from_reference) and the run optimizes it as any other. The
+phase gives up after `reference_tries` proposals; a run that ends with no kernel at all exits 4. Its
+proposals are iterations like any other (numbered from 0), so every budget counts them and a resume
+continues the phase from the records. The summary's "before" is that first passing kernel.
+
 Acceptance: agent/acceptance.py (interleaved A/B, noise-aware; a correctness-only stand-in when
 there is no timing). Memory and optimization dropout: agent/memory.py. Budgets: agent/budget.py.
 """
@@ -48,6 +56,9 @@ from agent.types import IterationRecord, OperatorContract, Proposal, ProposalCon
 from sandbox.verdict import EvalResult
 
 RULE_SAMPLE = "sample"      # passed every gate but another sample of the same round scored higher
+RULE_FROM_REFERENCE = "from-reference"   # the first kernel written from the reference that passes every gate
+DEFAULT_REFERENCE_TRIES = 10
+EXIT_NO_KERNEL = 4          # a --from-reference run ended before any kernel passed every gate
 Evaluator = Callable[[Any], EvalResult]          # sandbox.EvalRequest -> EvalResult
 Scorer = Callable[[EvalResult], "float | None"]
 FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
@@ -91,13 +102,16 @@ class RunPlan:
     dropout: bool = True
     baselines: tuple[str, ...] = ("eager", "compile")   # timed once on a GPU for the export's table
     script: tuple[str, ...] = ()                        # the scripted proposer's files, for --resume
+    from_reference: bool = False                        # no seed: the proposer writes the first kernel
+    reference_tries: int = DEFAULT_REFERENCE_TRIES      # proposals the writing phase may take
 
     def record(self, **extra) -> R.RunStart:
         hw = self.hardware
         return R.RunStart(
             op=self.op, shape_set=self.shape_set, target=self.target, proposer=self.proposer, model=self.model,
             rng_seed=self.rng_seed, dropout=self.dropout, seed_path=self.seed_path, baselines=tuple(self.baselines),
-            script=tuple(self.script), limits=self.limits,
+            script=tuple(self.script), limits=self.limits, from_reference=self.from_reference,
+            reference_tries=self.reference_tries if self.from_reference else 0,
             hardware=dataclasses.asdict(hw) if dataclasses.is_dataclass(hw) else str(hw),
             # dims as [name, value] pairs: canonical JSON sorts object keys, lists keep the order
             shapes=tuple({"id": s.id, "dims": [list(d) for d in s.dims], "dtype": s.dtype, "phase": s.phase,
@@ -113,7 +127,8 @@ class RunPlan:
         shapes = tuple(Shape.make(**{**s, "dims": dict(s["dims"])}) for s in d.shapes)
         return RunPlan(op=d.op, shape_set=d.shape_set, shapes=shapes, hardware=hardware, seed_source=seed_source,
                        seed_path=d.seed_path, target=d.target, limits=d.limits, proposer=d.proposer, model=d.model,
-                       rng_seed=d.rng_seed, dropout=d.dropout, baselines=d.baselines, script=d.script)
+                       rng_seed=d.rng_seed, dropout=d.dropout, baselines=d.baselines, script=d.script,
+                       from_reference=d.from_reference, reference_tries=d.reference_tries or DEFAULT_REFERENCE_TRIES)
 
     @staticmethod
     def from_json(d: dict, hardware: Any, seed_source: str) -> "RunPlan":
@@ -131,7 +146,7 @@ class Outcome:
     s_i: float | None
     rows: list
     interpreter: bool
-    exit_code: int = 0                 # 0 done, 3 fatal proposer error, 128+N stopped by signal N
+    exit_code: int = 0                 # 0 done, 3 fatal proposer error, 4 no kernel (--from-reference), 128+N signal N
 
 
 class Loop:
@@ -140,6 +155,9 @@ class Loop:
                  retriever: Retriever | None = None, progress: Progress | None = None, samples: int = 1):
         if samples < 1:
             raise ValueError(f"samples={samples}: a step needs at least 1 candidate (1 is the default)")
+        if plan.from_reference and not getattr(proposer, "writes_from_reference", False):
+            from agent.from_reference import needs_a_model
+            raise ValueError(needs_a_model(proposer.name))
         self.plan, self.cfg, self.proposer, self.audit, self.contract = plan, cfg, proposer, audit, contract
         self.samples = samples
         self.run_id, self.evaluate, self.score = run_id, evaluate, score
@@ -154,6 +172,12 @@ class Loop:
         self.replayed = 0
         self.final_proposal = False
         self.last_lesson = ""
+        self.gave_up = False
+
+    @property
+    def writing(self) -> bool:
+        """In the writing phase of a --from-reference run: no kernel has passed every gate yet."""
+        return self.plan.from_reference and not self.st.incumbent_sha
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self, resume: bool = False) -> Outcome:
@@ -268,7 +292,12 @@ class Loop:
                               visible_per_shape(result), lesson(result, accepted=decision.accept,
                                                                 decision=decision.reason),
                               accepted=decision.accept)
+        first_kernel = decision.accept and self.writing
         self._commit(rec, proposal, result, decision, sha, source=proposal.source)
+        if first_kernel:
+            self.progress.message(f"#{it}: the first kernel written from the reference passed every gate; "
+                                  f"it is the incumbent now")
+            self._time_baselines(it)
         if decision.accept:   # the state's incumbent is this kernel now (agent.state.step of the Accepted record)
             try:
                 self.retriever.remember(self.plan.op, proposal.source, sha, {"run": self.run_id, "iteration": it,
@@ -279,7 +308,8 @@ class Loop:
     # ---- parts ---------------------------------------------------------------------------
     def _context(self, it: int) -> ProposalContext:
         st, d = self.st, self.cfg.dropout
-        fresh = self.plan.dropout and d.enabled and st.stall >= d.patience
+        # no dropout while writing from the reference: every earlier failure is what the next try must avoid
+        fresh = self.plan.dropout and d.enabled and st.stall >= d.patience and not self.writing
         if fresh:
             ev = st.memory.dropout(it, d.p, (self.plan.rng_seed * 1_000_003 + it) % 2**32)
             self._record(R.Dropout(ev.iteration, ev.masked, ev.protected, ev.eligible, ev.rng_seed, ev.p,
@@ -288,7 +318,7 @@ class Loop:
         # Hidden rows stay (feedback reports them as counts); text that names their dims does not.
         shown = redact_holdout(basis, keep_hidden_rows=True) if basis is not None else None
         diagnoses = [str(x) for x in (shown.counters.get("diagnoses") or [])] if shown is not None else []
-        text = self.feedback(self.contract, shown, diagnoses)
+        text = self.feedback(self.contract, shown, diagnoses) if shown is not None else ""   # the first try
         if fresh:
             text = f"{text}\n\n{st.memory.summary()}"
         try:
@@ -364,6 +394,9 @@ class Loop:
         st = self.st
         if not result.accepted:
             return Decision(False, RULE_GATE, f"rejected at {result.failed_stage or 'sandbox'}")
+        if self.writing:
+            return Decision(True, RULE_FROM_REFERENCE, "the first kernel written from the reference that passes "
+                                                       "every gate becomes the incumbent (there is no seed to beat)")
         if st.incumbent_result is None or not st.incumbent_result.accepted:
             return Decision(True, RULE_INCUMBENT_FAILED, "the incumbent fails its own gates; a correct candidate "
                                                          "replaces it")
@@ -408,7 +441,8 @@ class Loop:
         items: list = []
         if decision.accept:
             path = self._write_kernel(rec.iteration, sha, source)
-            items.append(R.Accepted(rec.iteration, sha, str(path), rec.score, seed=False))
+            items.append(R.Accepted(rec.iteration, sha, str(path), rec.score, seed=False,
+                                    from_reference=self.writing))
         items.append(R.Iteration(record=rec, source_sha256=sha or None, usage=proposal.usage,
                                  proposal=R.ProposalInfo(proposal.changed, proposal.why, proposal.error,
                                                          dict(proposal.meta)),
@@ -435,11 +469,16 @@ class Loop:
     # ---- start, resume, stop -------------------------------------------------------------
     def _start(self) -> None:
         from benchmarks.registry import OPERATORS_DIR
-        sha = self.audit.put_source(self.plan.seed_source)   # blobs first: a record never names a missing one
+        # blobs first: a record never names a missing one
+        sha = self.audit.put_source(self.plan.seed_source) if not self.plan.from_reference else ""
         # The operator file as it was: the export's test checks the kernel against this very reference.
         op_sha = self.audit.put_source((OPERATORS_DIR / self.plan.op / "operator.py").read_text())
         self._record(self.plan.record(config=_config_json(self.cfg), seed_source_sha256=sha, operator_sha256=op_sha))
-        self._evaluate_seed()
+        if self.plan.from_reference:
+            self.progress.message(f"no seed: the {self.proposer.name} proposer writes the first kernel from the "
+                                  f"reference ({self.plan.reference_tries} tries at most)")
+        else:
+            self._evaluate_seed()
 
     def _evaluate_seed(self) -> None:
         st, sha = self.st, self.audit.put_source(self.plan.seed_source)
@@ -455,10 +494,15 @@ class Loop:
         self._record(R.Accepted(0, sha, str(path), score, seed=True, passed=result.accepted),
                      R.Iteration(record=rec, source_sha256=sha, used=st.used, session=st.session))
         st.incumbent_result, st.seed_result = result, result
-        if not result.interpreter:
-            for b in self.plan.baselines:
-                self._show(0, f"timing baseline {b}")
-                self._evaluate("", "", f"baseline:{b}", 0, full=False, baseline=b)
+        self._time_baselines(0)
+
+    def _time_baselines(self, it: int) -> None:
+        """The PyTorch baselines of the export's table, timed once per run beside the first incumbent."""
+        if self.st.interpreter:
+            return
+        for b in self.plan.baselines:
+            self._show(it, f"timing baseline {b}")
+            self._evaluate("", "", f"baseline:{b}", it, full=False, baseline=b)
 
     def _resume(self) -> None:
         import os
@@ -471,7 +515,7 @@ class Loop:
             self.proposer.replay(tuple(self.st.history))
         self.progress.message(f"resuming {self.run_id} at iteration {self.st.iteration} "
                               f"({self.st.used.line(self.plan.limits)})")
-        if not self.st.incumbent_sha:   # killed before the seed's verdict was recorded
+        if not self.st.incumbent_sha and not self.plan.from_reference:   # killed before the seed's verdict
             self._evaluate_seed()
 
     def _tick(self) -> BudgetUsed:
@@ -485,6 +529,12 @@ class Loop:
             return f"stopped by {signal.Signals(self.stop_signal).name} after recording iteration {self.st.iteration - 1}"
         if self.fatal_error is not None:
             return f"fatal proposer error: {self.fatal_error}"
+        if self.writing and self.st.used.iterations >= self.plan.reference_tries:
+            self.gave_up = True
+            return (f"gave up: none of the {self.st.used.iterations} kernels written from the reference passed "
+                    f"every gate (--reference-tries {self.plan.reference_tries}); each one's reason is in the audit "
+                    f"trail (aka audit show {self.run_id}). Resume with a larger --reference-tries, try another "
+                    f"--model, or start from a kernel with --seed-kernel")
         s_i = median_attainment(self.st.incumbent_result)
         if s_i is not None and s_i >= self.plan.target:
             return f"target reached: S_i {s_i:.3f} >= {self.plan.target:g}"
@@ -502,14 +552,21 @@ class Loop:
         used = self._tick()
         s_i = median_attainment(st.incumbent_result)
         code = 128 + int(self.stop_signal) if self.stop_signal is not None else 3 if self.fatal_error else 0
+        if code == 0 and self.writing:
+            code = EXIT_NO_KERNEL
+            if not self.gave_up:
+                reason += (f"; no kernel written from the reference has passed every gate yet (aka optimize "
+                           f"--resume {self.run_id} with a larger budget continues)")
         self._record(R.RunEnd(reason, used, st.incumbent_score, s_i, st.incumbent_sha or None, st.session, code))
         rows = summary_rows(st.seed_result, st.incumbent_result)
-        title = f"{self.plan.op} [{self.plan.shape_set}] {self.run_id}: seed vs final"
+        before = "first passing kernel (written from the reference)" if self.plan.from_reference else "seed"
+        title = f"{self.plan.op} [{self.plan.shape_set}] {self.run_id}: {before} vs final"
         if st.interpreter:
             title += " (interpreter: timings are not scores)"
         if rows:
             self.progress.console.print(summary_table(rows, title))
-        self.progress.message(f"stopped: {reason}. Kernel: {self.run_dir / 'best.py'}")
+        self.progress.message(f"stopped: {reason}. " + (f"Kernel: {self.run_dir / 'best.py'}" if st.incumbent_sha
+                                                        else "No kernel."))
         return Outcome(self.run_id, reason, st.iteration - 1, st.incumbent_sha, str(self.run_dir / "best.py"),
                        st.incumbent_score, s_i, rows, st.interpreter, code)
 

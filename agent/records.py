@@ -58,8 +58,10 @@ class RunStart:
     script: tuple[str, ...] = ()
     limits: BudgetLimits = BudgetLimits()
     config: dict = field(default_factory=dict)
-    seed_source_sha256: str = ""
+    seed_source_sha256: str = ""        # "" in a --from-reference run (no seed)
     operator_sha256: str = ""
+    from_reference: bool = False        # no seed: the first kernel that passes every gate is written by the proposer
+    reference_tries: int = 0            # proposals the writing phase may take before the run gives up
 
     def to_json(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -74,7 +76,8 @@ class RunStart:
                    dropout=bool(d.get("dropout", True)), seed_path=d.get("seed_path", ""),
                    baselines=tuple(d.get("baselines", ())), script=tuple(d.get("script", ())),
                    limits=BudgetLimits(**(d.get("limits") or {})), config=d.get("config") or {},
-                   seed_source_sha256=d.get("seed_source_sha256", ""), operator_sha256=d.get("operator_sha256", ""))
+                   seed_source_sha256=d.get("seed_source_sha256", ""), operator_sha256=d.get("operator_sha256", ""),
+                   from_reference=bool(d.get("from_reference", False)), reference_tries=int(d.get("reference_tries", 0)))
 
     @property
     def hardware_name(self) -> str | None:
@@ -170,6 +173,7 @@ class Accepted:
     score: float | None = None
     seed: bool = False
     passed: bool = True                 # the seed's own verdict (a failing seed is still the first incumbent)
+    from_reference: bool = False        # the first incumbent of a --from-reference run, written from the reference
 
     def to_json(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -177,7 +181,7 @@ class Accepted:
     @classmethod
     def from_json(cls, d: dict) -> "Accepted":
         return cls(int(d["iteration"]), d["source_sha256"], d.get("path", ""), _float(d.get("score")),
-                   bool(d.get("seed", False)), bool(d.get("passed", True)))
+                   bool(d.get("seed", False)), bool(d.get("passed", True)), bool(d.get("from_reference", False)))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ class RunState:
     incumbent_sha: str = ""
     incumbent_result: EvalResult | None = None
     incumbent_score: float | None = None
-    seed_result: EvalResult | None = None
+    seed_result: EvalResult | None = None   # the summary's "before": the seed, or in a --from-reference run
+                                            # the first kernel written from the reference that passed every gate
     last_result: EvalResult | None = None
     best: float | None = None
     iteration: int = 0                 # the next iteration's number (0: the seed is still to be evaluated)
@@ -65,12 +66,16 @@ def step(st: RunState, rec: RunRecord, source: SourceOf | None = None) -> RunSta
                 st.results[rec.source_sha256] = result
             if rec.role == "seed":
                 st.seed_result, st.interpreter = result, result.interpreter
+            elif rec.role == "candidate" and st.seed_result is None:   # --from-reference: no seed says it
+                st.interpreter = result.interpreter
     elif isinstance(rec, Accepted):
         st.incumbent_sha, st.incumbent_score = rec.source_sha256, rec.score
         st.incumbent_result = st.results.get(rec.source_sha256)
         if source is not None:
             st.incumbent_source = source(rec.source_sha256)
-        st.best = rec.score if rec.score is not None or rec.seed else st.best
+        st.best = rec.score if rec.score is not None or rec.seed or rec.from_reference else st.best
+        if rec.from_reference:
+            st.seed_result = st.incumbent_result
     elif isinstance(rec, Iteration):
         _iteration(st, rec)
     elif isinstance(rec, Dropout):

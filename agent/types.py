@@ -80,6 +80,9 @@ class OperatorContract:
     arg_names: tuple[str, ...]
     tolerances: dict[str, dict[str, float]]
     shapes: tuple[dict[str, Any], ...]       # visible (never hold-out) shapes: id, dims, dtype, weight
+    reference: str = ""                      # the PyTorch reference's source (agent/from_reference.py)
+    outputs: tuple[dict[str, Any], ...] = ()  # per visible shape: id, shape, dtype of what the call returns
+    output_layout: str = "contiguous"        # the operator's OUTPUT_LAYOUT ("any": consumers take any strides)
 
 
 @dataclass(frozen=True)

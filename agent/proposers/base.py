@@ -13,7 +13,11 @@ class Proposer(Protocol):
     `propose` never raises for a bad model reply or an exhausted search: it returns
     Proposal(source=None, error=...), with meta["final"]=True when nothing will ever follow.
     `observe` receives the EvalResult of a proposal (None when it was never evaluated) and whether
-    the loop accepted it as the new incumbent."""
+    the loop accepted it as the new incumbent.
+
+    A proposer that can write a kernel with no incumbent to start from (`aka optimize --from-reference`:
+    the context's incumbent_source is "") says so with a class attribute `writes_from_reference = True`;
+    the loop refuses the others (the search can only rewrite a kernel it was given)."""
 
     name: str
 

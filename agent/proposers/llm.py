@@ -78,6 +78,7 @@ class _Tally:
 
 class LLMProposer:
     name = "llm"
+    writes_from_reference = True   # without an incumbent the prompt asks for a first kernel (aka optimize --from-reference)
 
     def __init__(self, model: str, cfg: Any = None, seed: int | None = None, client: ChatClient | None = None,
                  backoff_s: float = 1.0, max_backoff_s: float = 60.0, templates_dir: str | Path | None = None):

@@ -22,6 +22,7 @@ def _first_line(source: str) -> str:
 
 class ScriptedProposer:
     name = "scripted"
+    writes_from_reference = True   # its files may be written from nothing: --from-reference replays them too
 
     def __init__(self, paths: list[str] | tuple[str, ...], skip: int = 0):
         """`skip`: files already replayed by an earlier session of the same run (--resume)."""
