@@ -205,3 +205,28 @@ def test_check_accepts_another_valid_order_and_names_an_invalid_one(op_dir):
     collide = run("stable_rank", STABLE_RANK.replace("TIES_MODE", "0"), op_dir, dims)
     assert collide.failed_stage == "correctness", collide.reasons
     assert "invariant check of stable_rank:" in collide.reasons[0], collide.reasons
+
+
+# ---- on a GPU: the stream snapshot and the timed-replay check with tuples and mutations -------------
+def run_gpu(op: str, source: str, op_dir: str, dims: dict):
+    req = make_request(op, source, (Shape.make("s0", dims, dtype="bf16"),), trials=2, timeout_s=300.0,
+                       holdout=False, counters=False)
+    return evaluate_unlinted(req, operator_dir=op_dir)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_tuples_and_mutations_are_timed_and_their_replay_checked(op_dir):
+    for op, src, dims in (("sum_diff_sign", SUM_DIFF_SIGN, {"N": 40}), ("scatter_rows", SCATTER_ROWS, SCATTER_DIMS)):
+        res = run_gpu(op, src, op_dir, dims)
+        assert res.accepted, (op, res.reasons)
+        assert not any("replay was not checked" in r for r in res.reasons), res.reasons
+        assert res.shapes[0].timing_mode == "graph", res.shapes[0]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_an_in_place_write_skipped_while_captured_fails_the_timed_replay_check(op_dir):
+    from sandbox.gpu_gates import TIMED_REPLAY_RULE
+    skip = SCATTER_ROWS.replace("    #CLEAR", "    if torch.cuda.is_current_stream_capturing():\n        return")
+    res = run_gpu("scatter_rows", skip, op_dir, SCATTER_DIMS)
+    assert res.failed_stage == "timing" and TIMED_REPLAY_RULE in res.reasons[0], res.reasons
+    assert "cache (written in place" in res.reasons[0]
