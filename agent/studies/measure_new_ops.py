@@ -27,13 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter")
+NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter",
+           "fused_add_rms_norm", "reshape_and_cache")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
-# order. Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
+# order (LigerFusedAddRMSNormFunction.apply(x, residual, weight, eps) returns (out, residual_out)).
+# Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
 # LigerLayerNormFunction.apply(x, weight, bias, eps): the operator's argument order.
 LIGER = {
+    "fused_add_rms_norm": [("liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction", None)],
     "layer_norm": [("liger_kernel.ops.layer_norm", "LigerLayerNormFunction", None)],
     "softmax": [("liger_kernel.ops.softmax", "LigerSoftmaxFunction",
                  "returns the input dtype (bf16), not fp32: timed for reference, never the best")],
