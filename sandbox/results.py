@@ -69,8 +69,7 @@ def label(spec: OperatorSpec, part: Part) -> str:
     if single(spec):
         return ""
     if part.mutated:
-        return (f"{part.name} (written in place, compared whole: elements the call must leave unchanged count "
-                f"too): ")
+        return f"{part.name} (written in place, compared whole, unchanged elements included): "
     return f"output {part.name}: "
 
 
