@@ -316,7 +316,10 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
     def _check_trial(self, header, payload, expected: results.Expected, in_dtype: str, row) -> str | None:
         if header.get("problem"):
             if self.in_holdout:
-                return _HOLDOUT_PROBLEMS.get(header.get("problem_kind"), "the output was rejected")
+                kind = header.get("problem_kind")
+                if kind == "type" and not results.single(self.spec):
+                    return "the call's return value does not have the operator's form (a tuple of its OUTPUTS, or None)"
+                return _HOLDOUT_PROBLEMS.get(kind, "the output was rejected")
             return str(header["problem"])
         changed = cx.digest_mismatches(expected.digests, header.get("digests"))
         if changed:

@@ -1,5 +1,6 @@
 """Helpers the per-operator tests share: loading a seed file fresh, and the sandbox's tolerance check."""
 import importlib.util
+import math
 
 from sandbox.correctness import compare
 
@@ -51,3 +52,18 @@ def call_failures(spec, fn, inputs: dict, dims: dict, in_dtype: str = "fp32") ->
         return fails
     why, _ = results.judge(spec, got, exp, in_dtype)
     return [why] if why else []
+
+
+def seed_through_sandbox(spec, n_shapes: int = 2):
+    """The seed file through the real sandbox under the interpreter (lint, compile, correctness, the read-only
+    call, hold-outs; no timing) at the operator's smallest hot shapes: the EvalResult."""
+    from pathlib import Path
+
+    from benchmarks.hardware import load_hardware
+    from sandbox.evaluation import EvalRequest, evaluate
+    from sandbox.settings import SandboxSettings
+    hot = sorted(spec.select("hot"), key=lambda s: math.prod(s.dim.values()))[:n_shapes]
+    req = EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=tuple(hot),
+                      hardware=load_hardware("h200"), settings=SandboxSettings(trials=2, timeout_s=300.0),
+                      timing=False, interpreter=True)
+    return evaluate(req)

@@ -5,14 +5,11 @@ import random
 from pathlib import Path
 
 import pytest
-from op_helpers import call_failures, load_seed
+from op_helpers import call_failures, load_seed, seed_through_sandbox
 import torch
 import yaml
 
-from benchmarks.hardware import load_hardware
 from benchmarks.registry import load_operator
-from sandbox.evaluation import EvalRequest, evaluate
-from sandbox.settings import SandboxSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
@@ -77,13 +74,8 @@ def test_seed_matches_reference(spec, seed, dims):
 
 @pytest.mark.interpreter
 def test_seed_passes_the_sandbox(spec):
-    """Lint, compile, correctness (both caches compared whole), the read-only call with the caches writable,
-    and hold-outs."""
-    hot = sorted(spec.select("hot"), key=lambda s: s.dim["T"])[:2]
-    req = EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=tuple(hot),
-                      hardware=load_hardware("h200"), settings=SandboxSettings(trials=2, timeout_s=300.0),
-                      timing=False, interpreter=True)
-    res = evaluate(req)
+    """Lint, compile, correctness (both caches compared whole), the read-only-inputs call and hold-outs."""
+    res = seed_through_sandbox(spec)
     assert res.accepted, res.reasons
     assert any(s.holdout for s in res.shapes)
 
