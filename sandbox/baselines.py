@@ -14,7 +14,10 @@
 
 An operator offers a library baseline NAME by defining `baseline_NAME(**inputs)` in operator.py, and
 optionally `baseline_NAME_inputs(**inputs) -> dict`: the inputs in the form the library takes them
-(e.g. gate and up as two tensors), converted once per input set outside the timed call.
+(e.g. gate and up as two tensors), converted once per input set outside the timed call. For an operator
+that writes arguments in place (MUTATES) the baselines write them too: `eager` and `compile` run the
+operator's own `baseline`/`reference` on the worker's arguments, and a library's input hook must pass the
+mutated arguments through as they are (the gate reads the result from them).
 """
 from __future__ import annotations
 
@@ -85,4 +88,16 @@ def build(module: ModuleType, name: str, *, backend: Any = "inductor") -> Baseli
             fn = torch.compile(fn, dynamic=False, backend=backend)
         return Baseline(name, fn, _same)
     fn, prepare = _library_hooks(module, name)
-    return Baseline(name, fn, (lambda inputs: prepare(**inputs)) if prepare else _same)
+    if prepare is None:
+        return Baseline(name, fn, _same)
+    mutates = tuple(getattr(module, "MUTATES", ()))
+
+    def prepared(inputs: dict) -> dict:
+        out = prepare(**inputs)
+        # the gate reads an in-place operator's result from ITS arguments: a converted copy would hide it
+        moved = [m for m in mutates if out.get(m) is not inputs[m]]
+        if moved:
+            raise ValueError(f"baseline_{name}_inputs of {getattr(module, 'NAME', '?')} replaced {moved}, which the "
+                             f"operator writes in place (MUTATES): pass those arguments through unchanged")
+        return out
+    return Baseline(name, fn, prepared)

@@ -27,13 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter")
+NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter",
+           "fused_add_rms_norm", "reshape_and_cache")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
-# order. Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
+# order (LigerFusedAddRMSNormFunction.apply(x, residual, weight, eps) returns (out, residual_out)).
+# Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
 # LigerLayerNormFunction.apply(x, weight, bias, eps): the operator's argument order.
 LIGER = {
+    "fused_add_rms_norm": [("liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction", None)],
     "layer_norm": [("liger_kernel.ops.layer_norm", "LigerLayerNormFunction", None)],
     "softmax": [("liger_kernel.ops.softmax", "LigerSoftmaxFunction",
                  "returns the input dtype (bf16), not fp32: timed for reference, never the best")],
@@ -123,15 +126,21 @@ def _liger(op: str):
     return None, None, why
 
 
-def _measure(fn, input_sets, ref, tol, reps: int) -> dict:
-    from sandbox.correctness import compare
+def _measure(fn, input_sets, spec, dims, dtype, reps: int) -> dict:
+    """One contender on one shape: checked by the sandbox's rules for every operator form (tuples of outputs,
+    arguments written in place, `check`), then timed."""
+    from sandbox import results
     from sandbox.timing import time_call
     try:
-        out = fn(input_sets[0])
-        ok = tuple(out.shape) == tuple(ref.shape) and out.dtype == ref.dtype and compare(out, ref, tol).passed
+        exp = results.expected(spec, input_sets[0], dims, dtype, 0, keep_inputs=True)
+        args = {k: (v.clone() if k in spec.mutates else v) for k, v in input_sets[0].items()}
+        tensors, problem = results.returned(fn(args), spec)
+        got = tensors + [args[m] for m in spec.mutates]
+        ok = problem is None and all(tuple(g.shape) == p.shape and results.cx.dtype_name(g.dtype) == p.dtype
+                                     for g, p in zip(got, exp.parts)) and results.passes(spec, got, exp, dtype)
         t = time_call(fn, input_sets, reps=reps)
         return {"t_us": t.t_s * 1e6, "mode": t.mode, "spread": t.spread, "t_eager_us": t.t_eager_s * 1e6, "ok": ok,
-                "out_dtype": str(out.dtype).replace("torch.", "")}
+                "out_dtype": ",".join(results.cx.dtype_name(g.dtype) for g in tensors)}
     except Exception as exc:   # a contender that fails is a row, not a crashed study
         return {"error": f"{type(exc).__name__}: {exc}"[:300], "ok": False}
 
@@ -142,7 +151,6 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
     from benchmarks.hardware import load_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
-    from sandbox.correctness import tolerance_for
     from sandbox.timing import measure_floor
 
     hw = load_hardware("h200")
@@ -163,15 +171,12 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
             t0 = time.time()
             dims, dtype = shape.dim, shape.dtype
             sets = [spec.make_inputs(dims, dtype, seed=1000 + i, device="cuda") for i in range(N_INPUT_SETS)]
-            ref = spec.reference(**sets[0])
-            _, out_dtype = spec.output_spec(dims, dtype)
-            tol = tolerance_for(spec, out_dtype, dtype)
             torch._dynamo.reset()   # a fresh static compile for this shape, no automatic dynamic shapes
             compiled = torch.compile(baseline, dynamic=False)
             fns = {"seed": lambda i: seed_fn(**i), "eager": lambda i: baseline(**i), "compile": lambda i: compiled(**i)}
             if liger_fn is not None:
                 fns["liger"] = lambda i: liger_fn(*[i[a] for a in spec.arg_names if a in i])
-            contenders = {name: _measure(fn, sets, ref, tol, reps) for name, fn in fns.items()}
+            contenders = {name: _measure(fn, sets, spec, dims, dtype, reps) for name, fn in fns.items()}
             if liger_fn is None:
                 contenders["liger"] = {"error": liger_absent, "ok": False}
             elif liger_other:
@@ -183,7 +188,7 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
                                                   t_roof_us, floor_us)})
             print(f"  {op} {shape.id}: " + ", ".join(f"{k} {_cell(v)}" for k, v in contenders.items())
                   + f" ({time.time() - t0:.0f} s)", flush=True)
-            del sets, ref
+            del sets
             torch.cuda.empty_cache()
     return {"command": command, "ops": list(ops), "rows": rows, "floor_us": floor_us, "hardware": hw.name,
             "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,

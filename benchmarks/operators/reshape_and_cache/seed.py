@@ -1,0 +1,68 @@
+"""Seed KV-cache write: key/value rows of each token copied into their slot of the paged caches, in place.
+
+Pure data movement: a program copies BLOCK elements of one token's Hk*D row of key and of value (TOKENS
+tokens per program along the grid's first axis), masked off entirely for a padding token (slot -1), so no
+other slot is ever touched. One launch, no host synchronization (the slot is read on the device), so the
+call can be captured in a CUDA graph. Tunables by the row width Hk*D rounded up to a power of two.
+"""
+import torch
+import triton
+import triton.language as tl
+
+# BLOCK: elements of the Hk*D row per program (wider rows take several programs along axis 1); TOKENS: tokens
+# per program along axis 0 (more bytes in flight per program for decode's one-token rows).
+CONFIGS = {
+    "by_row": {
+        256: {"BLOCK": 256, "TOKENS": 2, "num_warps": 2},
+        512: {"BLOCK": 512, "TOKENS": 2, "num_warps": 4},
+        1024: {"BLOCK": 1024, "TOKENS": 1, "num_warps": 4},
+        2048: {"BLOCK": 1024, "TOKENS": 1, "num_warps": 4},
+    },
+}
+
+
+@triton.jit
+def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, HD, D, BS,
+                              sk_t, sk_h, sv_t, sv_h, sc_b, sc_s, sc_h, sc_d,
+                              BLOCK: tl.constexpr, TOKENS: tl.constexpr):
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    h = cols // D
+    d = cols % D
+    col_mask = cols < HD
+    for i in tl.static_range(TOKENS):
+        t = tl.program_id(0) * TOKENS + i
+        live = t < T
+        slot = tl.load(slot_ptr + t, mask=live, other=-1).to(tl.int64)
+        mask = col_mask & live & (slot >= 0)        # a padding token (slot -1) writes nothing
+        t64 = t.to(tl.int64)
+        k = tl.load(key_ptr + t64 * sk_t + h * sk_h + d, mask=mask)
+        v = tl.load(value_ptr + t64 * sv_t + h * sv_h + d, mask=mask)
+        dst = (slot // BS) * sc_b + (slot % BS) * sc_s + h * sc_h + d * sc_d
+        tl.store(kc_ptr + dst, k, mask=mask)
+        tl.store(vc_ptr + dst, v, mask=mask)
+
+
+def _config(row: int) -> dict:
+    table = CONFIGS["by_row"]
+    fitting = [k for k in sorted(table) if k >= row]
+    return dict(table[fitting[0] if fitting else max(table)])
+
+
+def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
+    T, Hk, D = key.shape
+    if key.stride(2) != 1 or value.stride(2) != 1 or value.shape != key.shape:
+        raise ValueError(f"reshape_and_cache expects key and value [T,Hk,D] with a contiguous last dim; got "
+                         f"key {tuple(key.shape)} strides {key.stride()}, value {tuple(value.shape)} {value.stride()}")
+    if key_cache.stride() != value_cache.stride() or key_cache.shape[2:] != (Hk, D):
+        raise ValueError(f"key_cache and value_cache must be [NB,BS,{Hk},{D}] with the same strides; got "
+                         f"{tuple(key_cache.shape)} {key_cache.stride()} and {tuple(value_cache.shape)} {value_cache.stride()}")
+    if T == 0:
+        return None
+    HD = Hk * D
+    cfg = _config(triton.next_power_of_2(HD))
+    grid = (triton.cdiv(T, cfg["TOKENS"]), triton.cdiv(HD, cfg["BLOCK"]))
+    _reshape_and_cache_kernel[grid](key, value, key_cache, value_cache, slot_mapping, T, HD, D, key_cache.shape[1],
+                                    key.stride(0), key.stride(1), value.stride(0), value.stride(1),
+                                    *key_cache.stride(), BLOCK=cfg["BLOCK"], TOKENS=cfg["TOKENS"],
+                                    num_warps=cfg["num_warps"])
+    return None
