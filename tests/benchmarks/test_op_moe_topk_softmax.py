@@ -56,6 +56,8 @@ def test_inputs_are_on_the_grid_with_ties_at_the_cut(spec):
     assert (desc[:, 7] == desc[:, 8]).sum() >= 10                     # every third row at least
     gaps = (desc[:, :9, None] - desc[:, None, :9]).abs()
     assert ((gaps == 0) | (gaps >= 1 / 16)).all()                     # no near-ties anywhere near the cut
+    for s in range(6):                                                 # a lone decode token, whatever the offset
+        assert spec.make_inputs({"T": 1, "E": 8, "k": 2}, "bf16", seed=s)["logits"].shape == (1, 8)
 
 
 def test_output_spec_and_work(spec):

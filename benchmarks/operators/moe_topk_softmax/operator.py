@@ -14,7 +14,7 @@ from benchmarks.inputs import not_pow2, scale_down, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "moe_topk_softmax"
-SIGNATURE = "moe_topk_softmax(logits[T,E], k, renormalize=True) -> (weights[T,k] fp32, ids[T,k] int32)"
+SIGNATURE = "moe_topk_softmax(logits[T,E], k=8, renormalize=True) -> (weights[T,k] fp32, ids[T,k] int32)"
 ARGS = ("logits", "k", "renormalize")
 OUTPUTS = ("weights", "ids")
 DESCRIPTION = (
@@ -24,9 +24,10 @@ DESCRIPTION = (
     "often) come in increasing expert id, so the lower id wins a tie at the k-th place too; weights[t, j] = "
     "p[ids[t, j]], divided by the sum of the k selected p when renormalize is True (Qwen3-MoE's "
     "norm_topk_prob, Mixtral, gpt-oss; the benchmark always passes True). k (an int, 2-10 in the benchmark, "
-    "k <= E) and renormalize are Python values. Returns (weights, ids): weights a new contiguous [T, k] fp32 "
-    "tensor, ids a new contiguous [T, k] int32 tensor. ids are compared exactly, weights within fp32 "
-    "rounding. Logits are multiples of 1/16 (so distinct logits differ by at least 1/16 and their "
+    "k <= E) and renormalize are Python values (declare k with a default, k=8, as the signature does: the "
+    "sandbox's lint counts a parameter without a scalar default as a tensor). Returns (weights, ids): "
+    "weights a new contiguous [T, k] fp32 tensor, ids a new contiguous [T, k] int32 tensor. ids are "
+    "compared exactly, weights within fp32 rounding. Logits are multiples of 1/16 (so distinct logits differ by at least 1/16 and their "
     "probabilities by 6%: no fp32 summation order can reorder them); many rows hold exact ties, some at "
     "the k-th place. E is 8-512 (not always a power of two in hold-outs); T is 1-256 in decode and "
     "thousands in prefill."
@@ -67,7 +68,7 @@ def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     if k < E:
         order = x.sort(dim=-1, descending=True, stable=True).indices
         offset = int(torch.randint(0, TIE_EVERY, (1,), generator=gen, device=device))
-        rows = torch.arange(offset, T, TIE_EVERY, device=device)
+        rows = torch.arange(T, device=device)[offset::TIE_EVERY]
         x[rows, order[rows, k]] = x[rows, order[rows, k - 1]]
     return {"logits": x.to(torch_dtype(NAME, dtype)).contiguous(), "k": k, "renormalize": True}
 

@@ -68,7 +68,7 @@ def _config(block_e: int) -> dict:
     return table[fitting[0] if fitting else max(table)]
 
 
-def moe_topk_softmax(logits, k, renormalize=True):
+def moe_topk_softmax(logits, k=8, renormalize=True):
     if logits.dim() != 2 or not 1 <= int(k) <= logits.shape[1]:
         raise ValueError(f"moe_topk_softmax expects logits[T,E] and 1 <= k <= E; got logits {tuple(logits.shape)}, "
                          f"k={k}")

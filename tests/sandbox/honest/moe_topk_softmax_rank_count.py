@@ -31,7 +31,7 @@ def _rank_kernel(x_ptr, w_ptr, id_ptr, E, K, stride_x, RENORM: tl.constexpr, BLO
     tl.store(id_ptr + t * K + rank, e, mask=chosen)
 
 
-def moe_topk_softmax(logits, k, renormalize=True):
+def moe_topk_softmax(logits, k=8, renormalize=True):
     T, E = logits.shape
     weights = torch.empty((T, k), dtype=torch.float32, device=logits.device)
     ids = torch.empty((T, k), dtype=torch.int32, device=logits.device)
