@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from op_helpers import load_seed, tolerance_failures
+from sandbox_seed import evaluate_seed
 import torch
 import yaml
 
@@ -103,3 +104,9 @@ def test_occurrences(spec):
     assert occ(MODELS["gpt-oss-120b"], 1, 16) == [({"T": 16, "E": 128, "k": 4}, 36)]
     for other in ("deepseek-v3", "llama-3.1-8b", "command-r7b"):      # sigmoid router, dense models
         assert occ(MODELS[other], 8, 64) == []
+
+
+@pytest.mark.interpreter
+def test_seed_passes_the_sandbox():
+    res = evaluate_seed("moe_topk_softmax")
+    assert res.accepted, f"{res.verdict} at {res.failed_stage}: {res.reasons}"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from op_helpers import load_seed, tolerance_failures
+from sandbox_seed import evaluate_seed
 import torch
 import yaml
 
@@ -108,3 +109,9 @@ def test_occurrences(spec):
     assert occ(MODELS["qwen3-next-80b-a3b"], 2, 16) == [({"T": 16, "Hq": 8, "Hk": 1, "D": 256}, 12)]
     for other in ("llama-3.1-8b", "deepseek-v3", "gpt-oss-120b", "mixtral-8x7b", "command-r7b"):
         assert occ(MODELS[other], 1, 64) == []
+
+
+@pytest.mark.interpreter
+def test_seed_passes_the_sandbox():
+    res = evaluate_seed("qk_rms_norm")
+    assert res.accepted, f"{res.verdict} at {res.failed_stage}: {res.reasons}"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from op_helpers import load_seed, tolerance_failures
+from sandbox_seed import evaluate_seed
 import torch
 import yaml
 
@@ -143,3 +144,9 @@ def test_occurrences(spec):
     assert occ(odd, 4, 1) == [({"T": 1, "Hq": 3, "Hk": 1, "D": 64}, 2)]
     with pytest.raises(ValueError, match="num_key_value_heads=4"):      # 6 GPUs cannot share 4 KV heads evenly
         occ(odd, 6, 1)
+
+
+@pytest.mark.interpreter
+def test_seed_passes_the_sandbox():
+    res = evaluate_seed("rotary_embedding")
+    assert res.accepted, f"{res.verdict} at {res.failed_stage}: {res.reasons}"
