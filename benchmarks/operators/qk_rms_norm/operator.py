@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from benchmarks import model_calls as mc
-from benchmarks.inputs import not_pow2, outlier_activations, scale_down, torch_dtype
+from benchmarks.inputs import heads_holdout_dims, heads_interpreter_dims, outlier_activations, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "qk_rms_norm"
@@ -45,7 +45,6 @@ HEAD_SCALE_LOG2 = 2.0            # each head scaled by 2^U(-2, 2): heads differ 
 WEIGHT_LOG_STD = 0.3             # wq, wk = exp(N(0, 0.3^2)) each: learned gains around 1, independent
 HOLDOUT_MAX_T = 1 << 15
 HOLDOUT_HEAD_DIMS = (80, 96, 192)
-_INTERP_MAX_T, _INTERP_MAX_HQ, _INTERP_MAX_HK = 4, 4, 2
 
 
 def _dims(dims) -> tuple[int, int, int, int]:
@@ -112,27 +111,12 @@ def work(dims, dtype: str) -> tuple[dict[str, float], float]:
 
 
 def interpreter_dims(dims) -> dict[str, int]:
-    T, Hq, Hk, D = _dims(dims)
-    return {"T": scale_down(T, _INTERP_MAX_T, 3), "Hq": scale_down(Hq, _INTERP_MAX_HQ, 3),
-            "Hk": scale_down(Hk, _INTERP_MAX_HK, 1), "D": D}
+    _dims(dims)
+    return heads_interpreter_dims(dims)
 
 
 def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
-    """A few tokens with odd head counts and a head size that is not a power of two; a token count that is not
-    a power of two at hot heads; more tokens than any hot shape; more query heads than any hot shape."""
-    hot = [_dims(d) for d in hot_dims] or [(64, 32, 4, 128)]
-    max_t, max_hq = max(h[0] for h in hot), max(h[1] for h in hot)
-    _, hq, hk, d = rng.choice(hot)
-    _, hq2, hk2, d2 = rng.choice(hot)
-    big_t = not_pow2(min(max_t + rng.randrange(1, max_t // 2 + 2), HOLDOUT_MAX_T))
-    return [
-        {"T": rng.choice([3, 5, 7]), "Hq": rng.choice([5, 7, 9]), "Hk": rng.choice([1, 3]),
-         "D": rng.choice(HOLDOUT_HEAD_DIMS)},
-        {"T": not_pow2(rng.randrange(17, 2048)), "Hq": hq, "Hk": hk, "D": d},
-        {"T": big_t, "Hq": hq2, "Hk": hk2, "D": d2},
-        {"T": rng.choice([1, 2, 5]), "Hq": max_hq + 2 * rng.randrange(1, 8) + 1, "Hk": rng.choice([1, 3, 5]),
-         "D": d},
-    ]
+    return heads_holdout_dims(rng, hot_dims, HOLDOUT_HEAD_DIMS, HOLDOUT_MAX_T)
 
 
 def occurrences(model_cfg: dict, tp: int, tokens: int) -> list[tuple[dict[str, int], int]]:

@@ -12,7 +12,7 @@ import math
 import torch
 
 from benchmarks import model_calls as mc
-from benchmarks.inputs import not_pow2, outlier_activations, scale_down, torch_dtype
+from benchmarks.inputs import heads_holdout_dims, heads_interpreter_dims, outlier_activations, torch_dtype
 from benchmarks.spec import Tolerance
 
 NAME = "rotary_embedding"
@@ -59,7 +59,6 @@ ROPE_THETAS = (1.0e4, 1.5e5, 5.0e5, 1.0e6)
 CACHE_SCALES = (1.0, 1.0 + 0.1 * math.log(32.0))
 HOLDOUT_MAX_T = 1 << 16
 HOLDOUT_HEAD_DIMS = (80, 96)   # even, not powers of two (Phi-2, Phi-3 heads)
-_INTERP_MAX_T, _INTERP_MAX_HQ, _INTERP_MAX_HK = 4, 4, 2
 
 
 def _dims(dims) -> tuple[int, int, int, int]:
@@ -179,27 +178,12 @@ def work(dims, dtype: str) -> tuple[dict[str, float], float]:
 
 
 def interpreter_dims(dims) -> dict[str, int]:
-    T, Hq, Hk, D = _dims(dims)
-    return {"T": scale_down(T, _INTERP_MAX_T, 3), "Hq": scale_down(Hq, _INTERP_MAX_HQ, 3),
-            "Hk": scale_down(Hk, _INTERP_MAX_HK, 1), "D": D}
+    _dims(dims)
+    return heads_interpreter_dims(dims)
 
 
 def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
-    """A few tokens with odd head counts and a head size that is not a power of two; a token count that is not
-    a power of two at hot heads; more tokens than any hot shape; more query heads than any hot shape."""
-    hot = [_dims(d) for d in hot_dims] or [(64, 32, 8, 128)]
-    max_t, max_hq = max(h[0] for h in hot), max(h[1] for h in hot)
-    _, hq, hk, d = rng.choice(hot)
-    big_t = not_pow2(min(max_t + rng.randrange(1, max_t // 2 + 2), HOLDOUT_MAX_T))
-    _, hq2, hk2, d2 = rng.choice(hot)
-    return [
-        {"T": rng.choice([3, 5, 7]), "Hq": rng.choice([5, 7, 9]), "Hk": rng.choice([1, 3]),
-         "D": rng.choice(HOLDOUT_HEAD_DIMS)},
-        {"T": not_pow2(rng.randrange(17, 2048)), "Hq": hq, "Hk": hk, "D": d},
-        {"T": big_t, "Hq": hq2, "Hk": hk2, "D": d2},
-        {"T": rng.choice([1, 2, 5]), "Hq": max_hq + 2 * rng.randrange(1, 8) + 1, "Hk": rng.choice([1, 3, 5]),
-         "D": rng.choice([d, 64])},
-    ]
+    return heads_holdout_dims(rng, hot_dims, HOLDOUT_HEAD_DIMS, HOLDOUT_MAX_T)
 
 
 def occurrences(model_cfg: dict, tp: int, tokens: int) -> list[tuple[dict[str, int], int]]:
