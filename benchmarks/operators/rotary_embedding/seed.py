@@ -2,9 +2,10 @@
 
 Grid (T, query-head blocks + key-head blocks): a program first loads its token's cos/sin row once (the
 cache row is shared by every head of the token, so it comes from DRAM once and from L2 after), then rotates
-BLOCK_H heads of q or of k as [BLOCK_H, D/2] tiles of pair members a and b. IS_NEOX picks the pairing: rotate-half
-(a = i, b = i + D/2) or GPT-J interleaved (a = 2i, b = 2i + 1), a constexpr the search can flip only where
-the operator's neox argument does. Math in fp32, one rounding on the store. No host synchronization.
+BLOCK_H heads of q or of k as [BLOCK_H, D/2] tiles of pair members a and b. IS_NEOX, a constexpr set from the
+call's neox argument, picks the pairing: rotate-half (a = i, b = i + D/2) or GPT-J interleaved (a = 2i,
+b = 2i + 1; strided loads of every other channel). Math in fp32, one rounding on the store. No host
+synchronization.
 """
 import torch
 import triton
