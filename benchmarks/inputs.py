@@ -80,3 +80,28 @@ def row_holdout_dims(rng, hot_dims, row: str = "T", col: str = "H", default_cols
         {row: big_r, col: rng.choice(hot_c)},
         {row: rng.choice([1, 2, 5]), col: max_c + 2 * rng.randrange(1, 64) + 1},
     ]
+
+
+def heads_interpreter_dims(dims, max_t: int = 4, max_hq: int = 4, max_hk: int = 2) -> dict[str, int]:
+    """Dims {T, Hq, Hk, D} of a per-head q/k operator scaled down for the interpreter; D (64-256) is kept."""
+    T, Hq, Hk, D = (int(dims[k]) for k in ("T", "Hq", "Hk", "D"))
+    return {"T": scale_down(T, max_t, 3), "Hq": scale_down(Hq, max_hq, 3), "Hk": scale_down(Hk, max_hk, 1), "D": D}
+
+
+def heads_holdout_dims(rng, hot_dims, odd_head_dims: tuple[int, ...], max_t: int) -> list[dict[str, int]]:
+    """Four hidden {T, Hq, Hk, D} shapes of a per-head q/k operator: a few tokens with odd head counts and a
+    head size from `odd_head_dims` (not powers of two); a token count that is not a power of two at hot heads;
+    more tokens than any hot shape (capped at `max_t`); more query heads than any hot shape."""
+    hot = [tuple(int(d[k]) for k in ("T", "Hq", "Hk", "D")) for d in hot_dims] or [(64, 32, 8, 128)]
+    top_t, top_hq = max(h[0] for h in hot), max(h[1] for h in hot)
+    _, hq, hk, d = rng.choice(hot)
+    _, hq2, hk2, d2 = rng.choice(hot)
+    big_t = not_pow2(min(top_t + rng.randrange(1, top_t // 2 + 2), max_t))
+    return [
+        {"T": rng.choice([3, 5, 7]), "Hq": rng.choice([5, 7, 9]), "Hk": rng.choice([1, 3]),
+         "D": rng.choice(odd_head_dims)},
+        {"T": not_pow2(rng.randrange(17, 2048)), "Hq": hq, "Hk": hk, "D": d},
+        {"T": big_t, "Hq": hq2, "Hk": hk2, "D": d2},
+        {"T": rng.choice([1, 2, 5]), "Hq": top_hq + 2 * rng.randrange(1, 8) + 1, "Hk": rng.choice([1, 3, 5]),
+         "D": d},
+    ]

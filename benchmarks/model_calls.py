@@ -54,3 +54,21 @@ def sampled_rows(tokens: int, phase: str) -> int:
     if phase == "prefill":
         return max(1, int(tokens) // PREFILL_TOKENS_PER_SEQUENCE)
     raise ValueError(f"phase {phase!r} is not decode or prefill")
+
+
+def attention_heads(op: str, cfg: dict, tp: int) -> tuple[int, int]:
+    """(query heads, key/value heads) of one GPU: query heads split over TP; KV heads split while there are
+    enough of them and replicated beyond (vLLM keeps at least one KV head per GPU)."""
+    q = per_gpu(op, cfg["num_attention_heads"], tp, "num_attention_heads")
+    kv = int(cfg["num_key_value_heads"])
+    if kv >= tp:
+        return q, per_gpu(op, kv, tp, "num_key_value_heads")
+    if tp % kv:
+        raise ValueError(f"{op}.occurrences: tp={tp} is not a multiple of num_key_value_heads={kv}, so the KV "
+                         f"heads cannot be replicated evenly; use a tp that {kv} divides or that divides {kv}")
+    return q, 1
+
+
+def full_attention_layers(cfg: dict) -> int:
+    """Softmax-attention layers (a hybrid model's others are linear attention: model_calls.linear_attention_layers)."""
+    return int(cfg["num_hidden_layers"]) - linear_attention_layers(cfg)

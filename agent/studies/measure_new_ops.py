@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 
 NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter",
-           "fused_add_rms_norm", "reshape_and_cache")
+           "fused_add_rms_norm", "reshape_and_cache",
+           "rotary_embedding", "qk_rms_norm", "moe_topk_softmax")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
@@ -41,6 +42,8 @@ LIGER = {
     "softmax": [("liger_kernel.ops.softmax", "LigerSoftmaxFunction",
                  "returns the input dtype (bf16), not fp32: timed for reference, never the best")],
 }
+# Operators whose Liger kernel takes another layout (rotary_embedding: HF's [B, H, S, D] views and cos/sin rows;
+# qk_rms_norm: two RMSNorm calls) define baseline_liger / baseline_liger_inputs in operator.py instead.
 
 
 # ---- pure parts (tested on the CPU) ----------------------------------------------------------------
@@ -115,9 +118,15 @@ def _load_seed(spec):
     return getattr(module, spec.name)
 
 
-def _liger(op: str):
-    """(callable, other-contract note or None, why absent or None) for Liger's kernel of op."""
+def _liger(op: str, module=None):
+    """(callable taking the operator's inputs, other-contract note or None, why absent or None) for Liger's
+    kernel of op: LIGER's entry, else the operator's baseline_liger (its inputs converted outside the timing)."""
     why = "no such kernel"
+    hook = getattr(module, "baseline_liger", None)
+    if op not in LIGER and hook is not None:
+        if importlib.util.find_spec("liger_kernel") is None:
+            return None, None, "absent (liger_kernel not installed)"
+        return hook, None, None
     for mod_name, attr, other in LIGER.get(op, []):
         try:
             return getattr(importlib.import_module(mod_name), attr).apply, other, None
@@ -166,7 +175,8 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
         spec = load_operator(op)
         seed_fn = _load_seed(spec)
         baseline = getattr(spec.module, "baseline", spec.reference)
-        liger_fn, liger_other, liger_absent = _liger(op)
+        liger_fn, liger_other, liger_absent = _liger(op, spec.module)
+        liger_prepare = getattr(spec.module, "baseline_liger_inputs", None)
         for shape in pick_shapes(spec.shapes, max_shapes):
             t0 = time.time()
             dims, dtype = shape.dim, shape.dtype
@@ -174,9 +184,13 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
             torch._dynamo.reset()   # a fresh static compile for this shape, no automatic dynamic shapes
             compiled = torch.compile(baseline, dynamic=False)
             fns = {"seed": lambda i: seed_fn(**i), "eager": lambda i: baseline(**i), "compile": lambda i: compiled(**i)}
-            if liger_fn is not None:
+            inputs_for = {}
+            if liger_fn is not None and op in LIGER:
                 fns["liger"] = lambda i: liger_fn(*[i[a] for a in spec.arg_names if a in i])
-            contenders = {name: _measure(fn, sets, spec, dims, dtype, reps) for name, fn in fns.items()}
+            elif liger_fn is not None:         # operator.py's hook; its inputs converted once per set, untimed
+                fns["liger"] = lambda i: liger_fn(**i)
+                inputs_for["liger"] = [liger_prepare(**i) for i in sets] if liger_prepare else sets
+            contenders = {name: _measure(fn, inputs_for.get(name, sets), spec, dims, dtype, reps) for name, fn in fns.items()}
             if liger_fn is None:
                 contenders["liger"] = {"error": liger_absent, "ok": False}
             elif liger_other:

@@ -1,0 +1,89 @@
+"""Seed MoE router: fp32 softmax over the experts, then k rounds of argmax, in one launch.
+
+Each program holds ROWS tokens' whole logit rows in registers ([ROWS, BLOCK_E], E <= a few hundred). The
+selection runs on the logits (softmax is monotonic and equal logits give equal probabilities): each round takes
+the row maximum, the lowest column holding it (the tie rule), records it and masks it out, so ids come out
+largest first. Weights are exp(x - max) of the chosen experts over the row's sum, or over the chosen ones' sum
+when RENORMALIZE (a constexpr from the call's renormalize). No host synchronization.
+"""
+import torch
+import triton
+import triton.language as tl
+
+# Tunables, keyed by BLOCK_E (E rounded up to a power of two; larger sizes use the largest key): tokens per
+# program and warps, about 16 logits a thread.
+CONFIGS = {
+    "by_block_e": {
+        8: {"ROWS": 64, "num_warps": 1},
+        16: {"ROWS": 32, "num_warps": 1},
+        32: {"ROWS": 16, "num_warps": 1},
+        64: {"ROWS": 16, "num_warps": 2},
+        128: {"ROWS": 8, "num_warps": 2},
+        256: {"ROWS": 8, "num_warps": 4},
+        512: {"ROWS": 4, "num_warps": 4},
+        1024: {"ROWS": 2, "num_warps": 4},
+        2048: {"ROWS": 1, "num_warps": 4},
+    },
+}
+
+
+@triton.jit
+def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, stride_id,
+                             ROWS: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
+                             RENORMALIZE: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < T
+    rows64 = rows.to(tl.int64)
+    cols = tl.arange(0, BLOCK_E)
+    mask = row_mask[:, None] & (cols < E)[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=float("-inf"),
+                eviction_policy="evict_first").to(tl.float32)
+    top = tl.where(row_mask, tl.max(x, axis=1), 0.0)      # rows past T hold only -inf
+    e = tl.where(mask, tl.exp(x - top[:, None]), 0.0)
+    slots = tl.arange(0, BLOCK_K)
+    chosen_e = tl.zeros([ROWS, BLOCK_K], dtype=tl.float32)
+    chosen_id = tl.zeros([ROWS, BLOCK_K], dtype=tl.int32)
+    left = x
+    for j in range(K):
+        best = tl.max(left, axis=1)
+        idx = tl.min(tl.where(left == best[:, None], cols[None, :], BLOCK_E), axis=1)
+        hit = cols[None, :] == idx[:, None]
+        ej = tl.sum(tl.where(hit, e, 0.0), axis=1)
+        chosen_e = tl.where(slots[None, :] == j, ej[:, None], chosen_e)
+        chosen_id = tl.where(slots[None, :] == j, idx[:, None], chosen_id)
+        left = tl.where(hit, float("-inf"), left)
+    if RENORMALIZE:
+        denom = tl.sum(chosen_e, axis=1)
+    else:
+        denom = tl.sum(e, axis=1)
+    denom = tl.where(row_mask, denom, 1.0)
+    out_mask = row_mask[:, None] & (slots < K)[None, :]
+    tl.store(w_ptr + rows64[:, None] * stride_w + slots[None, :], chosen_e / denom[:, None], mask=out_mask)
+    tl.store(id_ptr + rows64[:, None] * stride_id + slots[None, :], chosen_id, mask=out_mask)
+
+
+def _config(block_e: int) -> dict:
+    table = CONFIGS["by_block_e"]
+    fitting = [key for key in sorted(table) if key >= block_e]
+    return table[fitting[0] if fitting else max(table)]
+
+
+def moe_topk_softmax(logits, k=8, renormalize=True):
+    if logits.dim() != 2 or not 1 <= int(k) <= logits.shape[1]:
+        raise ValueError(f"moe_topk_softmax expects logits[T,E] and 1 <= k <= E; got logits {tuple(logits.shape)}, "
+                         f"k={k}")
+    if logits.stride(1) != 1:
+        raise ValueError("moe_topk_softmax: logits need unit stride along E (rows may be strided)")
+    T, E = logits.shape
+    k = int(k)
+    weights = torch.empty((T, k), dtype=torch.float32, device=logits.device)
+    ids = torch.empty((T, k), dtype=torch.int32, device=logits.device)
+    if T == 0:
+        return weights, ids
+    block_e = triton.next_power_of_2(E)
+    cfg = _config(block_e)
+    grid = (triton.cdiv(T, cfg["ROWS"]),)
+    _moe_topk_softmax_kernel[grid](logits, weights, ids, T, E, k, logits.stride(0), weights.stride(0), ids.stride(0),
+                                   ROWS=cfg["ROWS"], BLOCK_E=block_e, BLOCK_K=triton.next_power_of_2(k),
+                                   RENORMALIZE=bool(renormalize), num_warps=cfg["num_warps"])
+    return weights, ids

@@ -1,0 +1,80 @@
+"""Seed per-head q/k RMSNorm: one launch for both tensors, each program one token and a block of heads.
+
+Grid (T, query-head blocks + key-head blocks): a program normalizes BLOCK_H heads of q (with wq) or of k
+(with wk) as a [BLOCK_H, BLOCK_D] tile, one sum of squares per head, so heads never mix. Rows are short
+(D = 128 or 256), so a tile holds whole heads and x is read once. Strided q and k (views of a fused QKV
+output) are read through their token and head strides. No host synchronization.
+"""
+import torch
+import triton
+import triton.language as tl
+
+# Tunables, keyed by BLOCK_D (D rounded up to a power of two; larger sizes use the largest key): heads per
+# program and warps, about 8-16 elements a thread.
+CONFIGS = {
+    "by_block_d": {
+        64: {"BLOCK_H": 16, "num_warps": 2},
+        128: {"BLOCK_H": 8, "num_warps": 4},
+        256: {"BLOCK_H": 4, "num_warps": 4},
+        512: {"BLOCK_H": 2, "num_warps": 4},
+    },
+}
+
+
+@triton.jit
+def _norm_heads(x_tok, o_tok, w_ptr, head0, H, D, stride_h, stride_oh, eps, BLOCK_H: tl.constexpr,
+                BLOCK_D: tl.constexpr):
+    heads = head0 + tl.arange(0, BLOCK_H)
+    cols = tl.arange(0, BLOCK_D)
+    col_mask = cols < D
+    mask = (heads < H)[:, None] & col_mask[None, :]
+    x = tl.load(x_tok + heads[:, None] * stride_h + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(o_tok + heads[:, None] * stride_oh + cols[None, :], y.to(o_tok.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _qk_rms_norm_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, HQ, HK, D, Q_BLOCKS,
+                        stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh, stride_kot, stride_koh,
+                        eps, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    hb = tl.program_id(1)
+    if hb < Q_BLOCKS:
+        _norm_heads(q_ptr + t * stride_qt, qo_ptr + t * stride_qot, wq_ptr, hb * BLOCK_H, HQ, D, stride_qh,
+                    stride_qoh, eps, BLOCK_H, BLOCK_D)
+    else:
+        _norm_heads(k_ptr + t * stride_kt, ko_ptr + t * stride_kot, wk_ptr, (hb - Q_BLOCKS) * BLOCK_H, HK, D,
+                    stride_kh, stride_koh, eps, BLOCK_H, BLOCK_D)
+
+
+def _config(block_d: int) -> dict:
+    table = CONFIGS["by_block_d"]
+    fitting = [key for key in sorted(table) if key >= block_d]
+    return table[fitting[0] if fitting else max(table)]
+
+
+def qk_rms_norm(q, k, wq, wk, eps=1e-6):
+    if q.dim() != 3 or k.dim() != 3 or k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2] \
+            or wq.shape != (q.shape[2],) or wk.shape != (q.shape[2],):
+        raise ValueError(f"qk_rms_norm expects q[T,Hq,D], k[T,Hk,D], wq[D], wk[D]; got q {tuple(q.shape)}, k "
+                         f"{tuple(k.shape)}, wq {tuple(wq.shape)}, wk {tuple(wk.shape)}")
+    if q.stride(2) != 1 or k.stride(2) != 1 or wq.stride(0) != 1 or wk.stride(0) != 1:
+        raise ValueError("qk_rms_norm: q, k, wq and wk need unit stride along D (tokens and heads may be strided)")
+    T, HQ, D = q.shape
+    HK = k.shape[1]
+    q_out = torch.empty((T, HQ, D), dtype=q.dtype, device=q.device)
+    k_out = torch.empty((T, HK, D), dtype=k.dtype, device=k.device)
+    if T == 0 or D == 0:
+        return q_out, k_out
+    block_d = triton.next_power_of_2(D)
+    cfg = _config(block_d)
+    block_h = min(cfg["BLOCK_H"], triton.next_power_of_2(max(HQ, HK)))
+    q_blocks = triton.cdiv(HQ, block_h)
+    grid = (T, q_blocks + triton.cdiv(HK, block_h))
+    _qk_rms_norm_kernel[grid](q, k, wq, wk, q_out, k_out, HQ, HK, D, q_blocks, q.stride(0), q.stride(1),
+                              k.stride(0), k.stride(1), q_out.stride(0), q_out.stride(1), k_out.stride(0),
+                              k_out.stride(1), eps, BLOCK_H=block_h, BLOCK_D=block_d, num_warps=cfg["num_warps"])
+    return q_out, k_out
