@@ -34,10 +34,9 @@ DESCRIPTION = (
     "wants), one scale per group, never one per row. Checked: every scale within 1e-6 relative; every xq "
     "equal to the reference's, or one e4m3fn step away only where x / scale sits within 2^-20 of a rounding "
     "midpoint. Inputs carry outlier channels 20-100x larger than the rest (so groups differ by 100x) and one "
-    "all-zero row. Under Triton's CPU interpreter the fp32 -> fp8 cast is wrong (no carry into the exponent, "
-    "ties away from zero); it is exact for values already on the e4m3fn grid, so round in fp32 first there "
-    "(the seed's ROUND_IN_FP32). H/128 is often not a power of two (7168 = 56 groups); T ranges from 1 to "
+    "all-zero row. H/128 is often not a power of two (7168 = 56 groups); T ranges from 1 to "
     "tens of thousands (MoE intermediates: tokens x 8 experts)."
+    " " + fq.INTERPRETER_NOTE
 )
 
 # The fp8 envelope is one e4m3fn step (benchmarks/fp8_quant.py argues the bound); `check` is the exact rule.

@@ -29,10 +29,9 @@ DESCRIPTION = (
     "fp32 tensor. Checked: every scale within 1e-6 relative; every xq equal to the reference's, or one "
     "e4m3fn step away only where x / scale sits within 2^-20 of a rounding midpoint (another valid fp32 "
     "rounding, such as x * (1 / scale)). Inputs carry outlier channels 20-100x larger than the rest and one "
-    "all-zero row. Under Triton's CPU interpreter (tests without a GPU) the fp32 -> fp8 cast is wrong "
-    "(no carry into the exponent, ties away from zero, no saturation); it is exact for values already on "
-    "the e4m3fn grid, so round in fp32 first there (the seed's ROUND_IN_FP32). H is not always a power of "
+    "all-zero row. H is not always a power of "
     "two; T ranges from 1 (decode) to thousands (prefill)."
+    " " + fq.INTERPRETER_NOTE
 )
 
 # The fp8 envelope is one e4m3fn step (benchmarks/fp8_quant.py argues the bound); `check` is the exact rule.

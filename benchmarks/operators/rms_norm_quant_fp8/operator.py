@@ -31,10 +31,9 @@ DESCRIPTION = (
     "scale within 1e-5 relative (reduction order and rsqrt); every xq equal to the reference's, or one "
     "e4m3fn step away only where y / scale sits within 2^-18 of a rounding midpoint. Note amax(|y|) = rstd "
     "* amax(|x * weight|), and rstd cancels in y / scale. Inputs carry outlier channels 20-100x larger than "
-    "the rest and one all-zero row. Under Triton's CPU interpreter the fp32 -> fp8 cast is wrong (no carry "
-    "into the exponent, ties away from zero); it is exact for values already on the e4m3fn grid, so round "
-    "in fp32 first there (the seed's ROUND_IN_FP32). H is not always a power of two; T ranges from 1 to "
+    "the rest and one all-zero row. H is not always a power of two; T ranges from 1 to "
     "thousands."
+    " " + fq.INTERPRETER_NOTE
 )
 
 # The fp8 envelope is one e4m3fn step (benchmarks/fp8_quant.py argues the bound); `check` is the exact rule.
