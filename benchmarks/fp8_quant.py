@@ -9,12 +9,12 @@ order for an RMS) round an element to different e4m3fn neighbours wherever x / s
 of the midpoint between two of them. Measured with bf16 outlier activations: x * (1 / s) against x / s flips
 5e-4 of the elements (15154 of 29.4M at T=4096 H=7168), each by exactly one code.
 
-- The tolerance envelope (`FP8_TOLERANCE`, what the generic compare applies): one e4m3fn step and nothing
-  more. e4m3fn has 3 mantissa bits: within the binade [2^e, 2^(e+1)) neighbours are 2^(e-3) apart, which is
-  at most 1/8 of |ref| (reached at ref = 2^e going up); below the smallest normal 2^-6 the subnormals are
-  2^-9 apart. So |out - ref| <= 2^-9 + 2^-3 |ref| holds for every one-step flip; two steps (2^(e-2) at
-  ref = 2^e, at least 2/15 |ref| elsewhere) exceed it for |ref| >= 1/8, while below 1/8 (2.8e-4 of a row's
-  448) the atol the subnormals need lets two steps of the lowest binades through. rel_l2 cannot separate honest flips from a
+- The tolerance envelope (`FP8_TOLERANCE`, what the generic compare applies): one e4m3fn step. e4m3fn has
+  3 mantissa bits: within the binade [2^e, 2^(e+1)) neighbours are 2^(e-3) apart, at most 1/8 of |ref|
+  (reached at ref = 2^e going up); below the smallest normal 2^-6 the subnormals are 2^-9 apart. So
+  |out - ref| <= 2^-9 + 2^-3 |ref| holds for every one-step flip; two steps (2^(e-2) at ref = 2^e, at least
+  2/15 |ref| elsewhere) exceed it for |ref| >= 1/8, while below 1/8 (2.8e-4 of a row's 448) the atol the
+  subnormals need lets two steps of the lowest binades through. rel_l2 cannot separate honest flips from a
   biased rounding on one-row shapes: a single honest flip of an outlier element measured rel_l2 0.052
   (T=1, H=1024) while round-toward-zero everywhere gives 0.039-0.057, so its limit is loose (0.08).
 - The exact rule (`quant_problem`, each operator's `check`): every scale within its fp32 tolerance of the
