@@ -29,7 +29,8 @@ from pathlib import Path
 
 NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter",
            "fused_add_rms_norm", "reshape_and_cache",
-           "rotary_embedding", "qk_rms_norm", "moe_topk_softmax")
+           "rotary_embedding", "qk_rms_norm", "moe_topk_softmax",
+           "per_token_quant_fp8", "per_token_group_quant_fp8", "rms_norm_quant_fp8")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
