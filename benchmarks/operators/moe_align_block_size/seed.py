@@ -23,6 +23,7 @@ CONFIGS = {
         (1 << 62, dict(CHUNK=2048, RANK_ATOMIC=0, num_warps=8)),
     ],
     "count_tile": 8192,      # histogram-table elements (chunks x bins) a program sums per loop step
+    "pad_tile": 2048,        # experts x BLOCK slots a program pads per step (E=512 at once spilled registers)
     "map_tile": 32,          # blocks per step when writing an expert's expert_ids entries
 }
 SEARCH_SPACE = {"RANK_ATOMIC": [0, 1], "CHUNK": [512, 1024, 2048, 4096]}
@@ -56,7 +57,8 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
                                  n_post_pad_ptr, P, E, num_chunks,
                                  K: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr, BLOCK: tl.constexpr,
                                  ONE_CHUNK: tl.constexpr, COUNT_ROWS: tl.constexpr, EXPERTS: tl.constexpr,
-                                 MAP_TILE: tl.constexpr, RANK_ATOMIC: tl.constexpr):
+                                 EXPERT_TILE: tl.constexpr, MAP_TILE: tl.constexpr,
+                                 RANK_ATOMIC: tl.constexpr):
     c = tl.program_id(0)
     pair, valid, e = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K, CHUNK)
     bins = tl.arange(0, NUM_BINS)
@@ -95,20 +97,22 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
         dest = tl.gather(base, ke, 0) + lane - tl.gather(first_local, ke, 0)
         tl.store(sorted_ptr + dest, c * CHUNK + key % CHUNK, mask=real)
 
-    # This program's slice of experts: its padding sentinels and its blocks' expert_ids entries.
-    ex = c * EXPERTS + tl.arange(0, EXPERTS)
-    live = ex < E
-    exc = tl.where(live, ex, 0)
-    cnt = tl.gather(totals, exc, 0)
-    st = tl.gather(start, exc, 0)
-    pd = tl.where(live, tl.gather(padded, exc, 0), 0)
-    slot = cnt[:, None] + tl.arange(0, BLOCK)[None, :]
-    tl.store(sorted_ptr + st[:, None] + slot, P, mask=slot < pd[:, None])
-    n_blk = pd // BLOCK
-    for m0 in range(0, tl.max(n_blk, 0), MAP_TILE):
-        m = m0 + tl.arange(0, MAP_TILE)
-        tl.store(expert_ids_ptr + (st // BLOCK)[:, None] + m[None, :], ex[:, None] + 0 * m[None, :],
-                 mask=m[None, :] < n_blk[:, None])
+    # This program's slice of experts, EXPERT_TILE at a time (register-sized tiles of experts x BLOCK):
+    # their padding sentinels and their blocks' expert_ids entries.
+    for x0 in tl.static_range(0, EXPERTS, EXPERT_TILE):
+        ex = c * EXPERTS + x0 + tl.arange(0, EXPERT_TILE)
+        live = ex < E
+        exc = tl.where(live, ex, 0)
+        cnt = tl.gather(totals, exc, 0)
+        st = tl.gather(start, exc, 0)
+        pd = tl.where(live, tl.gather(padded, exc, 0), 0)
+        slot = cnt[:, None] + tl.arange(0, BLOCK)[None, :]
+        tl.store(sorted_ptr + st[:, None] + slot, P, mask=slot < pd[:, None])
+        n_blk = pd // BLOCK
+        for m0 in range(0, tl.max(n_blk, 0), MAP_TILE):
+            m = m0 + tl.arange(0, MAP_TILE)
+            tl.store(expert_ids_ptr + (st // BLOCK)[:, None] + m[None, :], ex[:, None] + 0 * m[None, :],
+                     mask=m[None, :] < n_blk[:, None])
     if c == 0:
         tl.store(n_post_pad_ptr, tl.sum(padded, 0))
 
@@ -141,6 +145,7 @@ def moe_align_block_size(topk_ids, E, block):
     counts = torch.empty(table, dtype=torch.int32, device=dev) if num_chunks > 1 else n_post_pad
     cursor = torch.empty(table, dtype=torch.int32, device=dev) if cfg["RANK_ATOMIC"] else n_post_pad
     strides = (topk_ids.stride(0), topk_ids.stride(1))
+    experts = triton.next_power_of_2(triton.cdiv(E, num_chunks))
     if num_chunks > 1:
         _moe_align_block_size_count_kernel[(num_chunks,)](topk_ids, *strides, counts, P, K=k, CHUNK=chunk,
                                                           NUM_BINS=num_bins, num_warps=cfg["num_warps"])
@@ -148,6 +153,6 @@ def moe_align_block_size(topk_ids, E, block):
         topk_ids, *strides, counts, cursor, sorted_ids, expert_ids, n_post_pad, P, E, num_chunks,
         K=k, CHUNK=chunk, NUM_BINS=num_bins, BLOCK=block, ONE_CHUNK=num_chunks == 1,
         COUNT_ROWS=max(1, CONFIGS["count_tile"] // num_bins),
-        EXPERTS=triton.next_power_of_2(triton.cdiv(E, num_chunks)), MAP_TILE=CONFIGS["map_tile"],
+        EXPERTS=experts, EXPERT_TILE=min(experts, max(1, CONFIGS["pad_tile"] // block)), MAP_TILE=CONFIGS["map_tile"],
         RANK_ATOMIC=cfg["RANK_ATOMIC"], num_warps=cfg["num_warps"])
     return sorted_ids, expert_ids, n_post_pad
