@@ -54,3 +54,9 @@ def sampled_rows(tokens: int, phase: str) -> int:
     if phase == "prefill":
         return max(1, int(tokens) // PREFILL_TOKENS_PER_SEQUENCE)
     raise ValueError(f"phase {phase!r} is not decode or prefill")
+
+
+def short_conv_channels(cfg: dict) -> int:
+    """Channels of a Gated DeltaNet layer's short causal conv (over q, k and v), before the TP split."""
+    return (2 * int(cfg["linear_num_key_heads"]) * int(cfg["linear_key_head_dim"])
+            + int(cfg["linear_num_value_heads"]) * int(cfg["linear_value_head_dim"]))
