@@ -35,7 +35,8 @@ DESCRIPTION = (
     "bf16, fp16 or fp32; weight [D, W] and bias [D] share their dtype; W is 4. out is a new contiguous "
     "[B, D] tensor in x's dtype; the state keeps its dtype (the shifted values are copies, exact). "
     "Multiply and accumulate in fp32, round once on the store. D is 4096 per GPU for Qwen3-Next at TP2 "
-    "(odd in hold-outs), B the decode batch (1-256). Tiny and memory-bound: read each state row once."
+    "(odd in hold-outs), B the decode batch (1-256). silu arrives as a Python bool: give it a scalar default "
+    "(silu=True) so the lint knows it is not a tensor. Tiny and memory-bound: read each state row once."
 )
 
 # As causal_conv1d: one rounding of the output dtype from an fp32 sum of W + 1 terms (silu adds one more

@@ -32,7 +32,9 @@ DESCRIPTION = (
     "expert_ids[b], and expert_ids[:n_post_pad / block] is non-decreasing (experts' groups in ascending "
     "expert order; an expert with no pair gets no block). The order of pairs and sentinels inside an "
     "expert's blocks is free (atomics are fine); entries past n_post_pad (in both tensors) are never read "
-    "and may hold anything. No host synchronization, fixed-size outputs: the call must be CUDA-graph "
+    "and may hold anything. E and block arrive as Python ints: give them scalar defaults in the signature "
+    "(def moe_align_block_size(topk_ids, E=128, block=16)) so the lint knows they are sizes, not tensors. "
+    "No host synchronization, fixed-size outputs: the call must be CUDA-graph "
     "capturable. T is 1-256 in decode and up to 16384 in prefill; (E, k) are (128, 8) for Qwen3, (256, 8) "
     "DeepSeek-V3, (8, 2) Mixtral, (128, 4) gpt-oss, (512, 10) Qwen3-Next; hold-outs use odd T and E that "
     "are not powers of two. Memory-bound and tiny (a few hundred KB): one launch per call where it fits."
@@ -88,8 +90,9 @@ def _pair(p: int, k: int, ids: torch.Tensor) -> str:
 
 def check_layout(topk_ids, E: int, block: int, sorted_ids, expert_ids, n_post_pad) -> str | None:
     """The invariants of a valid layout, in an order that names a cheat by its own rule: the padded total,
-    the index range, each pair exactly once (a pair twice, padding with a real index), one expert per block
-    (a block shared by two experts), ascending experts."""
+    each pair at most once (a pair twice, padding with a real index), the index range (before "missing",
+    so an unwritten slot is named as such), each pair at least once, one expert per block (a block shared
+    by two experts), ascending experts."""
     T, k = topk_ids.shape
     P = T * k
     ids = topk_ids.reshape(-1).long()
@@ -101,12 +104,7 @@ def check_layout(topk_ids, E: int, block: int, sorted_ids, expert_ids, n_post_pa
     if n > sorted_ids.numel():
         return f"n_post_pad={n} exceeds the {sorted_ids.numel()} entries of sorted_ids"
     body = sorted_ids[:n].long()
-    bad = ((body < 0) | (body > P)).nonzero()
-    if bad.numel():
-        i = int(bad[0])
-        return (f"sorted_ids[{i}] = {int(body[i])} is neither a pair index in [0, {P}) nor the padding "
-                f"sentinel T*k = {P}")
-    real = body < P
+    real = (body >= 0) & (body < P)
     seen = torch.zeros(P, dtype=torch.long, device=body.device).scatter_add_(
         0, body[real], torch.ones_like(body[real]))
     twice = (seen > 1).nonzero()
@@ -115,6 +113,11 @@ def check_layout(topk_ids, E: int, block: int, sorted_ids, expert_ids, n_post_pa
         where = (body == p).nonzero().flatten()[:4].tolist()
         return (f"sorted_ids[:{n}] holds {_pair(p, k, ids)} {int(seen[p])} times (at {where}): every (token, "
                 f"slot) pair appears exactly once, and padding entries hold the sentinel T*k = {P}, not a pair index")
+    bad = (~real & (body != P)).nonzero()
+    if bad.numel():
+        i = int(bad[0])
+        return (f"sorted_ids[{i}] = {int(body[i])} is neither a pair index in [0, {P}) nor the padding "
+                f"sentinel T*k = {P}")
     missing = (seen == 0).nonzero()
     if missing.numel():
         return f"{_pair(int(missing[0]), k, ids)} is missing from sorted_ids[:{n}]: every pair appears exactly once"

@@ -124,7 +124,7 @@ def _pick_config(P: int) -> dict:
     return CONFIGS["buckets"][-1][1]
 
 
-def moe_align_block_size(topk_ids, E, block):
+def moe_align_block_size(topk_ids, E=128, block=16):
     if topk_ids.dim() != 2 or block < 1 or block & (block - 1) or E < 1:
         raise ValueError(f"moe_align_block_size expects topk_ids[T,k], E >= 1 and a power-of-two block; got "
                          f"topk_ids {tuple(topk_ids.shape)}, E={E}, block={block}")
