@@ -252,7 +252,10 @@ def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
     n = replay_count(probe[0][0], reps, calls)
     pairs = _timed_replays(g_with, g_without, n)
     if keep is not None:
-        keep.update(graph=g_with, output=last_output[0])
+        # calls: an operator that writes an argument in place wrote the last call's input set this many times
+        n_sets = len(input_sets)
+        keep.update(graph=g_with, output=last_output[0], calls=calls,
+                    calls_on_set=sum(1 for i in range(calls) if i % n_sets == (calls - 1) % n_sets))
     return per_call_samples([w for w, _ in pairs], [wo for _, wo in pairs], calls)
 
 

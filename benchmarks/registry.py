@@ -32,6 +32,26 @@ def list_operators() -> list[str]:
                   if p.is_dir() and (p / "operator.py").is_file())
 
 
+def contract_problems(module, path) -> None:
+    """Raise on a module that breaks the operator contract: a required name missing, or the optional
+    OUTPUTS / MUTATES / check declared inconsistently (benchmarks/operators/README.md)."""
+    missing = [a for a in REQUIRED_ATTRS if not hasattr(module, a)]
+    if missing:
+        raise AttributeError(f"{path}: operator module lacks {', '.join(missing)} (contract: DESIGN.md section 3)")
+    outputs = getattr(module, "OUTPUTS", None)
+    mutates = tuple(getattr(module, "MUTATES", ()))
+    if outputs is not None and (not isinstance(outputs, tuple) or len(set(outputs)) != len(outputs)):
+        raise ValueError(f"{path}: OUTPUTS={outputs!r} must be a tuple of distinct output names")
+    unknown = [m for m in mutates if m not in tuple(module.ARGS)]
+    if unknown:
+        raise ValueError(f"{path}: MUTATES names {unknown}, which are not in ARGS={tuple(module.ARGS)}")
+    if outputs == () and not mutates:
+        raise ValueError(f"{path}: OUTPUTS=() (the call returns None) needs MUTATES: the arguments that hold "
+                         f"the result")
+    if hasattr(module, "check") and not callable(module.check):
+        raise ValueError(f"{path}: check must be a function check(inputs, outputs, reference_outputs)")
+
+
 def _load_module(name: str):
     path = OPERATORS_DIR / name / "operator.py"
     mod_name = f"benchmarks.operators.{name}.operator"
@@ -41,9 +61,7 @@ def _load_module(name: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     spec.loader.exec_module(module)
-    missing = [a for a in REQUIRED_ATTRS if not hasattr(module, a)]
-    if missing:
-        raise AttributeError(f"{path}: operator module lacks {', '.join(missing)} (contract: DESIGN.md section 3)")
+    contract_problems(module, path)
     if module.NAME != name:
         raise ValueError(f"{path}: NAME={module.NAME!r} must equal the folder name {name!r}")
     return module

@@ -92,8 +92,42 @@ class OperatorSpec:
         return dict(W), float(Q)
 
     def output_spec(self, dims: Mapping[str, int], dtype: str) -> tuple[tuple[int, ...], str]:
+        """(shape, dtype) of a single-output operator's result; operators that declare OUTPUTS use `outputs`."""
+        if self.output_names is not None:
+            raise TypeError(f"operator {self.name} declares OUTPUTS={self.output_names}: use outputs(dims, dtype), "
+                            f"which lists each output as (name, shape, dtype)")
         shape, out_dtype = self.module.output_spec(dict(dims), dtype)
         return tuple(int(s) for s in shape), out_dtype
+
+    # ---- several outputs, in-place mutation, invariant checks (all optional in operator.py) -------------
+    @property
+    def output_names(self) -> tuple[str, ...] | None:
+        """The declared OUTPUTS (the order the call returns them as a tuple), or None: one tensor, "out"."""
+        names = getattr(self.module, "OUTPUTS", None)
+        return None if names is None else tuple(str(n) for n in names)
+
+    @property
+    def mutates(self) -> tuple[str, ...]:
+        """Arguments the call writes in place (MUTATES); the gate compares them whole after the call."""
+        return tuple(str(n) for n in getattr(self.module, "MUTATES", ()))
+
+    @property
+    def check(self) -> Callable[..., str | None] | None:
+        """check(inputs, outputs, reference_outputs) -> None | why: for results that are valid but not unique."""
+        return getattr(self.module, "check", None)
+
+    def outputs(self, dims: Mapping[str, int], dtype: str) -> list[tuple[str, tuple[int, ...], str]]:
+        """(name, shape, dtype) of each returned output, in the order of the call's tuple. One entry named "out"
+        for a single-output operator; none for an operator whose result is only its mutated arguments."""
+        names = self.output_names
+        if names is None:
+            shape, out_dtype = self.output_spec(dims, dtype)
+            return [("out", shape, out_dtype)]
+        specs = tuple(self.module.output_spec(dict(dims), dtype))
+        if len(specs) != len(names):
+            raise ValueError(f"operator {self.name}: output_spec gave {len(specs)} (shape, dtype) pairs for "
+                             f"OUTPUTS={names}; give one per output, in OUTPUTS order")
+        return [(n, tuple(int(s) for s in shape), str(d)) for n, (shape, d) in zip(names, specs)]
 
     def tolerance(self, dtype: str) -> Tolerance:
         tol = self.module.TOLERANCES.get(dtype)

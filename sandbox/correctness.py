@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.registry import REQUIRED_ATTRS, load_operator, load_shapes
+from benchmarks.registry import contract_problems, load_operator, load_shapes
 from benchmarks.spec import OperatorSpec, Shape, Tolerance
 
 _DTYPE_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "float8_e4m3fn",
@@ -51,9 +51,7 @@ def load_spec(op: str, operator_dir: str | os.PathLike | None = None) -> Operato
     spec = importlib.util.spec_from_file_location(mod_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    missing = [a for a in REQUIRED_ATTRS if not hasattr(module, a)]
-    if missing:
-        raise AttributeError(f"{path}: operator module lacks {', '.join(missing)} (contract: DESIGN.md section 3)")
+    contract_problems(module, path)
     shapes_path = folder / "shapes.yaml"
     return OperatorSpec(name=op, signature=module.SIGNATURE, arg_names=tuple(module.ARGS),
                         description=module.DESCRIPTION,
@@ -121,6 +119,7 @@ class ErrorStats:
     worst_got: float | None = None
     worst_expected: float | None = None
     rel_l2_limit: float = 0.0
+    exact: bool = False          # an integer/bool output: compared for equality, no tolerance
 
     @property
     def passed(self) -> bool:
@@ -131,6 +130,11 @@ class ErrorStats:
         (hidden shapes) no element counts or indices: they would reveal the shape."""
         if self.passed:
             return ""
+        if self.exact:
+            where = (f"; first at index {list(self.worst_index)}: got {self.worst_got:.0f}, expected "
+                     f"{self.worst_expected:.0f}") if detail and self.worst_index is not None else ""
+            count = f"{self.n_bad} of {self.numel} elements differ" if detail else "elements differ"
+            return f"{count} (integer and bool outputs are compared exactly){where}"
         parts = []
         if self.n_nonfinite and not detail:
             parts.append("the output holds NaN/Inf (NaN never passes; outputs are poisoned with NaN before each "
@@ -163,6 +167,8 @@ def compare(out, ref, tol: Tolerance) -> ErrorStats:
     numel = ref.numel()
     if numel == 0:
         return ErrorStats(0.0, 0.0, 0.0, 0, 0, 0, rel_l2_limit=tol.rel_l2)
+    if is_exact(ref.dtype) or is_exact(out.dtype):
+        return compare_exact(out, ref)
     work = torch.float64 if numel <= (1 << 26) else torch.float32   # float32 halves memory on huge outputs
     r = ref.detach().to(device=ref.device, dtype=work)
     o = out.detach().to(device=ref.device, dtype=work)
@@ -200,6 +206,29 @@ def compare(out, ref, tol: Tolerance) -> ErrorStats:
                       n_bad=n_bad, n_nonfinite=n_nonfinite, numel=numel, worst_index=worst,
                       worst_got=float(o.reshape(-1)[flat]), worst_expected=float(r_shown.reshape(-1)[flat]),
                       rel_l2_limit=tol.rel_l2)
+
+
+def is_exact(dtype) -> bool:
+    """Integer and bool results (expert ids, sorted token ids, counts) have one right answer: no tolerance."""
+    import torch
+    return not (dtype.is_floating_point or dtype.is_complex) or dtype == torch.bool
+
+
+def compare_exact(out, ref) -> ErrorStats:
+    """Elementwise equality for integer/bool outputs: every differing element is bad; the worst is the first."""
+    import torch
+    o = out.detach().to(device=ref.device).to(torch.int64)
+    r = ref.detach().to(torch.int64)
+    bad = o != r
+    n_bad = int(bad.sum())
+    diff = (o - r).abs().to(torch.float64)
+    if not n_bad:
+        return ErrorStats(0.0, 0.0, 0.0, 0, 0, ref.numel(), exact=True)
+    flat = int(torch.nonzero(bad.reshape(-1))[0])
+    worst = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(ref.shape)))
+    return ErrorStats(max_abs_err=float(diff.max()), max_rel_err=float((diff / r.abs().clamp_min(1)).max()),
+                      rel_l2=0.0, n_bad=n_bad, n_nonfinite=0, numel=ref.numel(), worst_index=worst,
+                      worst_got=float(o.reshape(-1)[flat]), worst_expected=float(r.reshape(-1)[flat]), exact=True)
 
 
 # ---- input integrity ---------------------------------------------------------------------------

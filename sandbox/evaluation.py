@@ -8,7 +8,6 @@ A bad candidate is a rejected verdict naming the cause; a harness bug raises.
 """
 from __future__ import annotations
 
-import math
 import random
 import time
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from benchmarks.hardware import Hardware
 from benchmarks.roofline import roofline
 from benchmarks.spec import Shape
 from sandbox import correctness as cx
+from sandbox import results
 from sandbox.compile_cache import CompileCache
 from sandbox.conversation import Conversation
 from sandbox.baselines import BASELINES, unavailable
@@ -274,67 +274,65 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
 
     def _check_shape(self, w: WorkerProcess, index: int, shape: Shape, row: ShapeResult, purpose: str = "check",
                      trials: int | None = None, poison: bool = True) -> str | None:
-        import torch
         dims, dtype, trials = self._dims(shape), self._dtype(shape), trials or self.req.settings.trials
-        out_shape, out_dtype = self.spec.output_spec(dims, dtype)
-        tol = cx.tolerance_for(self.spec, out_dtype, dtype)
-        nbytes = math.prod(out_shape) * torch.empty(0, dtype=cx.torch_dtype(out_dtype)).element_size()
         seeds = [cx.derive_seed(self.base_seed, purpose, shape.id, t) for t in range(trials)]
-        w.send({"kind": "check", "index": index, "dims": dims, "dtype": dtype, "seeds": seeds,
-                "out_shape": list(out_shape), "out_dtype": out_dtype, "seal": self.in_holdout, "poison": poison})
+        w.send(self._check_message(index, dims, dtype, seeds, poison=poison))
         # The references and input digests are computed now, while the worker runs the trials: the parent's
         # GPU work overlaps the candidate's (no timing happens during checks).
         expected = [self._expected(dims, dtype, seed) for seed in seeds]
+        nbytes = results.nbytes(expected[0].parts)
         failure, late = None, None
         for t in range(trials):
             header, payload = self._expect(w, "trial", max_payload=nbytes)
             if failure is not None:
                 continue      # drain the remaining trials of a failed shape
-            failure = self._check_trial(header, payload, expected[t], out_shape, out_dtype, tol, row)
+            failure = self._check_trial(header, payload, expected[t], dtype, row)
             expected[t] = None
             if failure is not None:
                 late = (t, header, payload) if t else None
                 failure = f"trial {t + 1} of {trials}: {failure}"
         self._expect(w, "checked")
         if late is not None:
-            failure += self._late_failure_hint(w, index, shape, late[0], seeds, late[1], late[2], dims, dtype,
-                                               out_shape, out_dtype, tol)
+            failure += self._late_failure_hint(w, index, shape, late[0], seeds, late[1], late[2], dims, dtype)
         if failure is None and purpose == "check":     # the input-write rule, once the shape has passed
-            failure = self._guarded_trial(w, index, shape, row, seeds[0], dims, dtype, out_shape, out_dtype, tol)
+            failure = self._guarded_trial(w, index, shape, row, seeds[0], dims, dtype)
         return failure
 
-    def _expected(self, dims, dtype, seed) -> tuple[dict, object]:
-        """(input digests, reference output) of one trial: the parent's own inputs from the same seed."""
+    def _check_message(self, index: int, dims, dtype: str, seeds: list[int], **extra) -> dict:
+        """A `check` request: the trials' seeds and the outputs the worker must find (sandbox/results.py)."""
+        outputs = [p.to_json() for p in results.output_parts(self.spec, dims, dtype)]
+        return {"kind": "check", "index": index, "dims": dims, "dtype": dtype, "seeds": seeds, "outputs": outputs,
+                "seal": self.in_holdout, "poison": True, **extra}
+
+    def _expected(self, dims, dtype, seed, calls: int = 1) -> results.Expected:
+        """The parent's own inputs from the same seed: the digests of the arguments the call must not write,
+        and the reference's outputs and mutated arguments (sandbox/results.py)."""
         with self._timed("references"):
             inputs = self.spec.make_inputs(dims, dtype, seed, self.device)
-            digests = cx.input_digests(inputs, seed)
             with _reference_numerics():
-                ref = self.spec.reference(**inputs)
-            return digests, ref
+                return results.expected(self.spec, inputs, dims, dtype, seed, calls=calls,
+                                        keep_inputs=self.spec.check is not None)
 
-    def _check_trial(self, header, payload, expected, out_shape, out_dtype, tol, row) -> str | None:
-        import torch
+    def _check_trial(self, header, payload, expected: results.Expected, in_dtype: str, row) -> str | None:
         if header.get("problem"):
             if self.in_holdout:
                 return _HOLDOUT_PROBLEMS.get(header.get("problem_kind"), "the output was rejected")
             return str(header["problem"])
-        digests, ref = expected
-        changed = cx.digest_mismatches(digests, header.get("digests"))
+        changed = cx.digest_mismatches(expected.digests, header.get("digests"))
         if changed:
             return (f"input(s) {', '.join(changed)} changed during the call (digest after the call differs): a "
-                    f"candidate must not write into its inputs; allocate the output and any scratch space")
-        if header.get("dtype") != out_dtype or tuple(header.get("shape", ())) != tuple(out_shape):
-            return f"output dtype/shape {header.get('dtype')}/{header.get('shape')} is not {out_dtype}/{list(out_shape)}"
-        if len(payload) != ref.numel() * ref.element_size():
-            return f"the output came back with {len(payload)} bytes, expected {ref.numel() * ref.element_size()}"
-        out = (torch.frombuffer(payload, dtype=torch.uint8) if payload else torch.empty(0, dtype=torch.uint8))
-        out = out.view(cx.torch_dtype(out_dtype)).reshape(out_shape).to(ref.device)
+                    f"candidate must not write into its inputs{results.describe_unchanged_rule(self.spec)}; "
+                    f"allocate the output and any scratch space")
+        got = results.decode(self.spec, header, payload, expected.parts)
+        if isinstance(got, str):
+            return got
         with self._timed("references"):
-            stats = cx.compare(out, ref, tol)
-        row.max_abs_err = max(row.max_abs_err or 0.0, stats.max_abs_err)
-        row.max_rel_err = max(row.max_rel_err or 0.0, stats.max_rel_err)
-        row.rel_l2 = max(row.rel_l2 or 0.0, stats.rel_l2)
-        return None if stats.passed else stats.describe(tol, detail=not self.in_holdout)
+            failure, stats = results.judge(self.spec, got, expected, in_dtype, detail=not self.in_holdout)
+        for st in stats:
+            row.max_abs_err = max(row.max_abs_err or 0.0, st.max_abs_err)
+            row.max_rel_err = max(row.max_rel_err or 0.0, st.max_rel_err)
+            row.rel_l2 = max(row.rel_l2 or 0.0, st.rel_l2)
+        return failure
 
 
 class _reference_numerics:

@@ -8,6 +8,7 @@ import time
 
 from benchmarks.scoring import operator_score, score_shape, weighted_attainment
 from sandbox import correctness as cx
+from sandbox import results
 from sandbox.correctness import Rejected
 from sandbox.isolation import WorkerFailure, WorkerProcess
 
@@ -55,9 +56,10 @@ class GpuGates:
         for index, (shape, row) in enumerate(zip(shapes, rows)):
             self.stage, self.activity = "timing", f"timing shape {shape.id}"
             replay_seed = cx.derive_seed(self.base_seed, "replay", shape.id) if self.req.correctness else None
+            limit = self._out_nbytes(shape)      # before the request: no parent GPU work while the worker times
             w.send({"kind": "time", "dims": shape.dim, "dtype": shape.dtype, "replay_seed": replay_seed,
                     "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
-            t, payload = self._expect(w, "timing", max_payload=self._out_nbytes(shape))
+            t, payload = self._expect(w, "timing", max_payload=limit)
             self.clock.merge(t.get("stage_s"))
             if replay_seed is not None:
                 self._check_replay(shape, t.get("replay") or {}, payload, replay_seed)
@@ -78,30 +80,30 @@ class GpuGates:
             self.stage = "timing"
 
     def _out_nbytes(self, shape) -> int:
-        import math
-
-        import torch
-        out_shape, out_dtype = self.spec.output_spec(shape.dim, shape.dtype)
-        return max(math.prod(out_shape) * torch.empty(0, dtype=cx.torch_dtype(out_dtype)).element_size(), 1 << 20)
+        """The most payload a timing reply may carry: the outputs and, for MUTATES, the written arguments
+        (their sizes read from inputs made here, before the worker times anything)."""
+        parts = results.output_parts(self.spec, shape.dim, shape.dtype)
+        if self.spec.mutates:
+            inputs = self.spec.make_inputs(shape.dim, shape.dtype, 0, self.device)
+            parts = results.parts_of(self.spec, shape.dim, shape.dtype, inputs)
+            del inputs
+        return max(results.nbytes(parts), 1 << 20)
 
     def _check_replay(self, shape, replay: dict, payload: bytes, seed: int) -> None:
-        """What is timed is what was checked (DESIGN.md section 4): the timed graph's output on fresh values
-        against the reference the parent computes from the same seed."""
+        """What is timed is what was checked (DESIGN.md section 4): the timed graph's outputs (and the arguments
+        it writes in place) on fresh values against the reference the parent computes from the same seed."""
         if not replay.get("checked"):
             note = replay.get("note")
             if note and "timed eagerly" not in str(note):
                 self.result.reasons.append(f"shape {shape.id}: the timed graph's replay was not checked ({note})")
             return
-        out_shape, out_dtype = self.spec.output_spec(shape.dim, shape.dtype)
-        tol = cx.tolerance_for(self.spec, out_dtype, shape.dtype)
-        out = self._decode_output(replay, payload, out_shape, out_dtype)
-        if out is None or tuple(replay.get("shape", ())) != tuple(out_shape):
-            raise Rejected("timing", f"shape {shape.id}: {TIMED_REPLAY_RULE}: its output came back as "
-                                     f"{replay.get('dtype')}/{replay.get('shape')}, not {out_dtype}/{list(out_shape)}")
-        ref = self._reference(shape.dim, shape.dtype, seed)
-        stats = cx.compare(out.to(ref.device), ref, tol)
-        if not stats.passed:
-            raise Rejected("timing", f"shape {shape.id}: {TIMED_REPLAY_RULE}: {stats.describe(tol)}. The same "
+        expected = self._expected(shape.dim, shape.dtype, seed, calls=int(replay.get("calls") or 1))
+        got = results.decode(self.spec, replay, payload, expected.parts)
+        if isinstance(got, str):
+            raise Rejected("timing", f"shape {shape.id}: {TIMED_REPLAY_RULE}: its output came back wrong: {got}")
+        failure, _ = results.judge(self.spec, got, expected, shape.dtype)
+        if failure:
+            raise Rejected("timing", f"shape {shape.id}: {TIMED_REPLAY_RULE}: {failure}. The same "
                                      f"call passed the correctness trials, so it behaves differently while captured "
                                      f"into a graph or after its first calls (a call counter, capture detection, "
                                      f"work skipped once state says done): the time measured is not of the "

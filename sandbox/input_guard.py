@@ -30,15 +30,19 @@ class GuardUnavailable(RuntimeError):
     """The read-only mapping could not be made here; the message names the failing call."""
 
 
-def guarded_inputs(inputs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def guarded_inputs(inputs: dict[str, Any], writable: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
     """(inputs with every tensor replaced by a read-only copy, "mprotect" | "cuda-vmm" | "none").
 
-    Non-tensor arguments are passed through. Each copy owns its mapping (torch keeps the mmap or the
-    device buffer alive as long as a view lives) and stays read-only until it is freed."""
+    Non-tensor arguments are passed through. The `writable` ones (the operator's MUTATES, which the call
+    writes by contract) get ordinary copies with the same layout at new addresses. Each read-only copy owns
+    its mapping (torch keeps the mmap or the device buffer alive as long as a view lives) and stays
+    read-only until it is freed."""
     import torch
     out, how = dict(inputs), "none"
     for name, t in inputs.items():
-        if isinstance(t, torch.Tensor):
+        if isinstance(t, torch.Tensor) and name in writable:
+            out[name] = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
+        elif isinstance(t, torch.Tensor):
             try:
                 out[name] = _cuda_readonly(t) if t.device.type == "cuda" else _cpu_readonly(t)
             except GuardUnavailable:

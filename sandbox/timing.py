@@ -99,27 +99,41 @@ def refill_inputs(input_sets: list[dict], fresh: dict) -> str | None:
     return None
 
 
-def replay_on_fresh_inputs(kept: dict, input_sets: list[dict], fresh: dict):
-    """(the timed graph's output after one replay on `fresh` values, None) or (None, why not).
+def replay_on_fresh_inputs(kept: dict, input_sets: list[dict], fresh: dict, mutates: tuple[str, ...] = (),
+                           n_outputs: int | None = None):
+    """(the timed graph's result after one replay on `fresh` values, None) or (None, why not). The result is
+    a list: the last call's outputs (one tensor, or the `n_outputs` of its tuple), then the `mutates`
+    arguments of the input set that call wrote (kept["calls_on_set"] says how often the graph calls it).
 
     What is timed must be what was checked: a candidate that behaves differently while it is captured
     (a call counter, stream-capture detection, work skipped after the first calls) gives a graph whose
-    replay computes something else. The output is poisoned first, so a replay that writes nothing shows."""
+    replay computes something else. The outputs are poisoned first, so a replay that writes nothing shows."""
     import torch
     graph, out = kept.get("graph"), kept.get("output")
     if graph is None:
         return None, "no CUDA graph was captured (timed eagerly)"
-    if type(out) is not torch.Tensor or not out.is_cuda:
-        return None, f"the captured call returned {type(out).__name__}, not a CUDA tensor"
+    if n_outputs is None:
+        outs = [out]
+    elif n_outputs == 0 and out is None:
+        outs = []
+    elif type(out) is tuple and len(out) == n_outputs:
+        outs = list(out)
+    else:
+        return None, f"the captured call returned {type(out).__name__}, not the operator's {n_outputs} outputs"
+    for t in outs:
+        if type(t) is not torch.Tensor or not t.is_cuda:
+            return None, f"the captured call returned {type(t).__name__}, not a CUDA tensor"
     why = refill_inputs(input_sets, fresh)
     if why:
         return None, why
-    if out.is_floating_point():
-        out.fill_(float("nan"))
+    for t in outs:
+        if t.is_floating_point():
+            t.fill_(float("nan"))
     torch.cuda.synchronize()
     graph.replay()
     torch.cuda.synchronize()
-    return out.detach().clone(), None
+    written = input_sets[(int(kept.get("calls", 1)) - 1) % len(input_sets)]
+    return [t.detach().clone() for t in outs] + [written[m].detach().clone() for m in mutates], None
 
 
 def measure_floor(reps: int = 50) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from sandbox import correctness as cx
+from sandbox import results
 
 INPUT_WRITE_RULE = ("input-write rule: the candidate wrote into an input during the call (the call on read-only "
                     "copies of inputs that had just passed in writable buffers faulted). Inputs must never be "
@@ -35,13 +35,14 @@ def interpreter_limitation(source: str, exc_type: str, interpreter: bool) -> str
 
 
 class TrialEvidence:
-    def _guarded_trial(self, w, index: int, shape, row, seed: int, dims, dtype, out_shape, out_dtype, tol):
+    def _guarded_trial(self, w, index: int, shape, row, seed: int, dims, dtype):
         """One call on read-only copies of the first trial's inputs (same values, new addresses), sent only
-        after the shape passed: a fault now is a write into an input during the call."""
+        after the shape passed: a fault now is a write into an input during the call. The arguments the
+        operator writes by contract (MUTATES) get writable copies."""
         self.activity, self.fault_rule = f"the read-only-input call of shape {shape.id}", INPUT_WRITE_RULE
-        w.send({"kind": "check", "index": index, "dims": dims, "dtype": dtype, "seeds": [seed], "guard": True,
-                "out_shape": list(out_shape), "out_dtype": out_dtype, "seal": self.in_holdout, "poison": True})
-        header, payload = self._expect(w, "trial", max_payload=max(_nbytes(out_shape, out_dtype), 1))
+        w.send(self._check_message(index, dims, dtype, [seed], guard=True))
+        expected = self._expected(dims, dtype, seed)       # while the worker runs the call
+        header, payload = self._expect(w, "trial", max_payload=max(results.nbytes(expected.parts), 1))
         self._expect(w, "checked")
         self.fault_rule = None
         if header.get("guard") == "none" and header.get("guard_note"):
@@ -49,32 +50,30 @@ class TrialEvidence:
                     f"into inputs during the call were checked only by the digests after it")
             if note not in self.result.reasons:
                 self.result.reasons.append(note)
-        failure = self._check_trial(header, payload, self._expected(dims, dtype, seed), out_shape, out_dtype, tol, row)
+        failure = self._check_trial(header, payload, expected, dtype, row)
         if failure is None:
             return None
         return (f"the call on read-only copies of trial 1's inputs (same values, new addresses): {failure} "
                 f"(trial 1 passed with the same values: the result depends on where the inputs live)")
 
     def _late_failure_hint(self, w, index: int, shape, failed: int, seeds: list[int], header: dict,
-                           payload: bytes, dims, dtype, out_shape, out_dtype, tol) -> str:
+                           payload: bytes, dims, dtype) -> str:
         """Why trial `failed` (0-based, > 0) failed after earlier trials of the same buffers passed, from
         evidence: "" when nothing can be said."""
-        out = self._decode_output(header, payload, out_shape, out_dtype) if not header.get("problem") else None
-        if out is not None:
+        first = self._expected(dims, dtype, seeds[0])
+        got = results.decode(self.spec, header, payload, first.parts) if not header.get("problem") else None
+        if isinstance(got, list):
             for k in range(failed):
-                ref = self._reference(dims, dtype, seeds[k])
-                if cx.compare(out.to(ref.device), ref, tol).passed:
+                if results.passes(self.spec, got, first if k == 0 else self._expected(dims, dtype, seeds[k]), dtype):
                     return (f" (the output is trial {k + 1}'s result, returned again for new input values: a result "
                             f"cached across calls, by pointer, shape or call count, goes stale when the inputs change)")
         self.activity = f"re-running trial {failed + 1}'s inputs of shape {shape.id} in freshly allocated buffers"
-        w.send({"kind": "check", "index": index, "dims": dims, "dtype": dtype, "seeds": [seeds[failed]],
-                "out_shape": list(out_shape), "out_dtype": out_dtype, "seal": self.in_holdout, "poison": True,
-                "fresh": True})
-        again, again_payload = self._expect(w, "trial", max_payload=max(_nbytes(out_shape, out_dtype), 1))
+        w.send(self._check_message(index, dims, dtype, [seeds[failed]], fresh=True))
+        again_expected = self._expected(dims, dtype, seeds[failed])
+        again, again_payload = self._expect(w, "trial", max_payload=max(results.nbytes(again_expected.parts), 1))
         self._expect(w, "checked")
         scratch = self._row(shape, holdout=True)        # the re-run's error statistics are not the shape's
-        failure = self._check_trial(again, again_payload, self._expected(dims, dtype, seeds[failed]), out_shape, out_dtype, tol,
-                                    scratch)
+        failure = self._check_trial(again, again_payload, again_expected, dtype, scratch)
         if failure is None and again.get("fresh_buffers"):
             return (" (the same input values pass in freshly allocated buffers: state keyed by the buffers' "
                     "addresses, such as a result cached by pointer, went stale when new values were copied into "
@@ -84,24 +83,3 @@ class TrialEvidence:
         return (" (the same input values fail again in freshly allocated buffers, so reused buffers are not the "
                 "cause: the error depends on these input values, e.g. outliers, large magnitudes, overflow to "
                 "inf/NaN, or on state the kernel keeps across calls)")
-
-    def _reference(self, dims, dtype, seed):
-        from sandbox.evaluation import _reference_numerics
-        inputs = self.spec.make_inputs(dims, dtype, seed, self.device)
-        with _reference_numerics():
-            return self.spec.reference(**inputs)
-
-    @staticmethod
-    def _decode_output(header: dict, payload: bytes, out_shape, out_dtype):
-        import torch
-        if header.get("dtype") != out_dtype or len(payload) != _nbytes(out_shape, out_dtype):
-            return None
-        raw = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if payload else torch.empty(0, dtype=torch.uint8)
-        return raw.view(cx.torch_dtype(out_dtype)).reshape(tuple(out_shape))
-
-
-def _nbytes(shape, dtype: str) -> int:
-    import math
-
-    import torch
-    return math.prod(shape) * torch.empty(0, dtype=cx.torch_dtype(dtype)).element_size()

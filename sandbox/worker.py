@@ -216,7 +216,7 @@ class Worker:
         from sandbox.input_guard import GuardUnavailable, guarded_inputs
         plain = self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])
         try:
-            guarded, how, note = *guarded_inputs(plain), None
+            guarded, how, note = *guarded_inputs(plain, writable=self.spec.mutates), None
         except GuardUnavailable as e:      # reported, never silent: the parent says the guard was off
             guarded, how, note = plain, "none", str(e)
         del plain
@@ -226,49 +226,56 @@ class Worker:
         self.reply({"kind": "checked", "index": msg["index"]})
 
     def _trial(self, msg: dict, trial: int, seed: int, inputs: dict, extra: dict) -> None:
-        """One call on `inputs`, its output checked here for type/layout/stream order and sent back."""
-        from sandbox.correctness import (dtype_name, input_digests, output_layout, output_problem,
-                                         poisoned_allocations, same_bytes, scrub_free_memory, torch_dtype)
-        torch = self.torch
-        shape, out_dtype = tuple(msg["out_shape"]), msg["out_dtype"]
-        out_bytes = math.prod(shape) * torch.empty(0, dtype=torch_dtype(out_dtype)).element_size()
+        """One call on `inputs`, its outputs (and the arguments it writes in place, MUTATES) checked here for
+        type/layout/stream order and sent back (sandbox/results.py)."""
+        from sandbox import results as rs
+        from sandbox.correctness import input_digests, output_layout, poisoned_allocations, same_bytes, scrub_free_memory
+        parts = [rs.Part(n, tuple(s), d) for n, s, d in msg["outputs"]]
         self.sync()
         if msg.get("poison", True):
             with poisoned_allocations():
-                scrub_free_memory(out_bytes, self.device)
-                out, snapshot = self._call_snapshot(inputs)
+                scrub_free_memory(rs.nbytes(parts), self.device)
+                ret, snapshots = self._call_snapshot(inputs)
         else:   # the re-check after timing runs under timing's conditions: the candidate's state as it was
-            out, snapshot = self._call_snapshot(inputs)
-        problem = output_problem(out, shape, out_dtype, self.device.type, inputs, output_layout(self.spec))
-        if problem is None and snapshot is not None and not same_bytes(snapshot, out):
-            problem = ("stream", "the output changed after the call returned: work on a side stream was not "
+            ret, snapshots = self._call_snapshot(inputs)
+        tensors, problem = rs.returned(ret, self.spec)
+        if problem is None:
+            problem = rs.outputs_problem(self.spec, tensors, parts, self.device.type, inputs, output_layout(self.spec))
+        result = tensors + [inputs[m] for m in self.spec.mutates]
+        if problem is None and snapshots is not None and not all(map(same_bytes, snapshots, result)):
+            what = "output" if rs.single(self.spec) else "result (an output or an argument written in place)"
+            problem = ("stream", f"the {what} changed after the call returned: work on a side stream was not "
                        "ordered with the caller's stream (a serving engine would read an unfinished result)")
         header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
                   "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed), **extra}
         payload = b""
         if problem is None:
-            data = (snapshot if snapshot is not None else out).detach().contiguous().reshape(-1)
-            header.update(dtype=dtype_name(out.dtype), shape=list(out.shape))
-            payload = memoryview(data.view(torch.uint8).cpu().numpy())
+            shown = snapshots if snapshots is not None else result
+            header.update(rs.header_of(shown, parts + [rs.Part(m, (), "", True) for m in self.spec.mutates]))
+            payload = rs.pack(shown)
         self.reply(header, payload)
 
     def _call_snapshot(self, inputs: dict):
-        """Call, then copy the output on the caller's stream BEFORE the device-wide sync: a result computed on
-        an unsynchronized side stream is caught unfinished in the copy, as a consumer kernel would see it."""
+        """Call, then copy the outputs (and the mutated arguments) on the caller's stream BEFORE the device-wide
+        sync: a result computed on an unsynchronized side stream is caught unfinished in the copy, as a consumer
+        kernel would see it."""
+        from sandbox.results import result_tensors
         torch = self.torch
         if self.device.type != "cuda":
             return self.call(self.prepare(inputs)), None
         stream = torch.cuda.current_stream()
         try:
             out = self.fn(**self.prepare(inputs))
-            snapshot = None
-            if type(out) is torch.Tensor and out.device.type == "cuda":
+            snapshots = None
+            targets = result_tensors(out, self.spec, inputs)
+            if targets and all(type(t) is torch.Tensor and t.device.type == "cuda" for t in targets):
                 with torch.cuda.stream(stream):
-                    snapshot = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-                    snapshot.copy_(out)
+                    snapshots = [torch.empty(t.shape, dtype=t.dtype, device=t.device) for t in targets]
+                    for snap, t in zip(snapshots, targets):
+                        snap.copy_(t)
             torch.cuda.synchronize()
             torch.cuda.set_stream(stream)     # a candidate must not leave another stream current
-            return out, snapshot
+            return out, snapshots
         except BaseException as e:  # noqa: BLE001
             raise _failure(e) from None
 
@@ -328,15 +335,18 @@ class Worker:
                   "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}}
         payload = b""
         if msg.get("replay_seed") is not None:
-            from sandbox.correctness import dtype_name
+            from sandbox import results as rs
             from sandbox.timing import replay_on_fresh_inputs
             t1 = time.monotonic()
-            out, why = replay_on_fresh_inputs(kept, sets, self.make_inputs(msg["dims"], msg["dtype"],
-                                                                           msg["replay_seed"]))
-            header["replay"] = {"checked": out is not None, "note": why}
+            fresh = self.make_inputs(msg["dims"], msg["dtype"], msg["replay_seed"])
+            names = self.spec.output_names
+            out, why = replay_on_fresh_inputs(kept, sets, fresh, mutates=self.spec.mutates,
+                                              n_outputs=None if names is None else len(names))
+            header["replay"] = {"checked": out is not None, "note": why, "calls": kept.get("calls_on_set", 1)}
             if out is not None:
-                header["replay"].update(dtype=dtype_name(out.dtype), shape=list(out.shape))
-                payload = memoryview(out.contiguous().reshape(-1).view(self.torch.uint8).cpu().numpy())
+                shown = list(("out",) if names is None else names) + list(self.spec.mutates)
+                header["replay"].update(rs.header_of(out, [rs.Part(n, (), "") for n in shown]))
+                payload = rs.pack(out)
             header["stage_s"]["timing.replay_check"] = time.monotonic() - t1
         kept.clear()
         self.reply(header, payload)

@@ -25,3 +25,29 @@ def assert_within(out, ref, tol) -> float:
     stats = compare(out, ref, tol)
     assert stats.passed, stats.describe(tol)
     return stats.rel_l2
+
+
+def call_failures(spec, fn, inputs: dict, dims: dict, in_dtype: str = "fp32") -> list[str]:
+    """Why fn(**inputs) is not the operator's result at `dims`, by the sandbox's own rules for every operator
+    form (one output, a tuple of OUTPUTS, MUTATES written in place, the operator's `check`); empty when it
+    passes. `inputs` is left as it was: fn runs on clones of the mutated arguments."""
+    import torch
+
+    from sandbox import results
+    from sandbox.correctness import torch_dtype
+    exp = results.expected(spec, inputs, dims, in_dtype, 0, keep_inputs=True)
+    args = {k: (v.clone() if k in spec.mutates else v) for k, v in inputs.items()}
+    before = {k: v.clone() for k, v in inputs.items() if torch.is_tensor(v) and k not in spec.mutates}
+    tensors, problem = results.returned(fn(**args), spec)
+    if problem:
+        return [problem[1]]
+    got = tensors + [args[m] for m in spec.mutates]
+    fails = [f"input {k} was modified" for k, v in before.items() if not torch.equal(inputs[k], v)]
+    for t, p in zip(got, exp.parts):
+        if not torch.is_tensor(t) or tuple(t.shape) != p.shape or t.dtype != torch_dtype(p.dtype):
+            fails.append(f"{p.name}: got {getattr(t, 'dtype', type(t))} {tuple(getattr(t, 'shape', ()))}, "
+                         f"expected {p.dtype} {p.shape}")
+    if fails:
+        return fails
+    why, _ = results.judge(spec, got, exp, in_dtype)
+    return [why] if why else []

@@ -6,10 +6,12 @@ import math
 import random
 
 import pytest
-from op_helpers import load_seed, tolerance_failures
+from op_helpers import call_failures, load_seed
 
 from benchmarks.registry import list_operators, load_operator
 from benchmarks.spec import PHASES
+from sandbox.correctness import torch_dtype
+from sandbox.results import reference_outputs
 
 OPS = list_operators()
 
@@ -52,14 +54,10 @@ def test_work_model_is_positive_and_memory_counts_every_input(spec):
     shape = spec.select("hot")[0]
     W, Q = spec.work(shape)
     assert sum(W.values()) > 0 and Q > 0
-    # Q is at least the bytes of the output written once.
-    out_shape, out_dtype = spec.output_spec(shape.dim, shape.dtype)
-    assert Q >= math.prod(out_shape) * torch.empty(0, dtype=_torch_dtype(out_dtype)).element_size()
-
-
-def _torch_dtype(name: str):
-    import torch
-    return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[name]
+    # Q is at least the bytes of the outputs written once.
+    out_bytes = sum(math.prod(s) * torch.empty(0, dtype=torch_dtype(d)).element_size()
+                    for _, s, d in spec.outputs(shape.dim, shape.dtype))
+    assert Q >= out_bytes
 
 
 def test_inputs_are_seeded_realistic_and_never_zero(spec):
@@ -81,11 +79,20 @@ def test_inputs_are_seeded_realistic_and_never_zero(spec):
 
 
 def test_reference_matches_output_spec(spec):
+    import torch
     dims = spec.interpreter_dims(spec.select("hot")[-1].dim)
     inputs = spec.make_inputs(dims, "fp32", seed=3, device="cpu")
-    out = spec.reference(**inputs)
-    shape, dtype = spec.output_spec(dims, "fp32")
-    assert tuple(out.shape) == shape and out.dtype == _torch_dtype(dtype)
+    clones = {m: inputs[m].clone() for m in spec.mutates}      # MUTATES: the reference writes them in place
+    ret = spec.reference(**{**inputs, **clones})
+    outs = reference_outputs(spec, ret)
+    if spec.output_names is not None:
+        assert type(ret) is (tuple if spec.output_names else type(None)), type(ret)
+    declared = spec.outputs(dims, "fp32")
+    assert len(outs) == len(declared)
+    for out, (name, shape, dtype) in zip(outs, declared):
+        assert tuple(out.shape) == shape and out.dtype == torch_dtype(dtype), name
+    for m, t in clones.items():
+        assert not torch.equal(t, inputs[m]), f"reference did not write {m}, which the operator MUTATES"
 
 
 def test_holdout_shapes_are_odd_and_larger(spec):
@@ -112,9 +119,7 @@ def test_seed_matches_reference_under_the_interpreter(spec):
     for shape in [next(s for s in hot if s.phase == p) for p in sorted({s.phase for s in hot})]:
         dims = spec.interpreter_dims(shape.dim)
         inputs = spec.make_inputs(dims, "fp32", seed=11, device="cpu")
-        ref = spec.reference(**{k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()})
-        out = fn(**inputs)
-        assert tolerance_failures(out, ref, spec.tolerance("fp32")) == [], f"{spec.name} {dims}"
+        assert call_failures(spec, fn, inputs, dims) == [], f"{spec.name} {dims}"
 
 
 def test_baseline_computes_the_same_function(spec):
@@ -125,10 +130,14 @@ def test_baseline_computes_the_same_function(spec):
         pytest.skip(f"{spec.name} has no baseline(); --baseline times its reference")
     dims = spec.interpreter_dims(spec.select("hot")[0].dim)
     inputs = spec.make_inputs(dims, "fp32", seed=5, device="cpu")
-    ref = spec.reference(**inputs)
-    out = baseline(**inputs)
-    assert out.shape == ref.shape
-    assert tolerance_failures(out.to(ref.dtype), ref, spec.tolerance("fp32")) == []
+    dtypes = [torch_dtype(d) for _, _, d in spec.outputs(dims, "fp32")]
+
+    def in_declared_dtypes(**kw):      # a baseline may compute in bf16 (gemm): its values are what counts
+        ret = baseline(**kw)
+        if spec.output_names is None:
+            return ret.to(dtypes[0])
+        return None if ret is None else tuple(t.to(d) for t, d in zip(ret, dtypes))
+    assert call_failures(spec, in_declared_dtypes, inputs, dims) == []
 
 
 def test_holdout_shapes_are_always_valid(spec):
@@ -137,4 +146,4 @@ def test_holdout_shapes_are_always_valid(spec):
         for h in spec.holdout_dims(random.Random(seed)):
             assert all(v >= 1 for v in h.values()), (seed, h)
             spec.interpreter_dims(h)          # raises on invalid dims
-            spec.output_spec(h, "bf16")
+            spec.outputs(h, "bf16")
