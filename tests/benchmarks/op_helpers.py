@@ -51,3 +51,17 @@ def call_failures(spec, fn, inputs: dict, dims: dict, in_dtype: str = "fp32") ->
         return fails
     why, _ = results.judge(spec, got, exp, in_dtype)
     return [why] if why else []
+
+
+def seed_through_sandbox(spec, trials: int = 2):
+    """The operator's seed file through every gate of the real sandbox (lint, correctness under the
+    interpreter on the hot shapes scaled down, hold-outs, the interpreter's timing path): the EvalResult."""
+    from pathlib import Path
+
+    from benchmarks.hardware import load_hardware
+    from sandbox.evaluation import EvalRequest, evaluate
+    from sandbox.settings import SandboxSettings
+    req = EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=spec.select("hot"),
+                      hardware=load_hardware("h200"), settings=SandboxSettings(trials=trials, timeout_s=300.0),
+                      interpreter=True)
+    return evaluate(req)
