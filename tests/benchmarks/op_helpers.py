@@ -53,15 +53,22 @@ def call_failures(spec, fn, inputs: dict, dims: dict, in_dtype: str = "fp32") ->
     return [why] if why else []
 
 
-def seed_through_sandbox(spec, trials: int = 2):
-    """The operator's seed file through every gate of the real sandbox (lint, correctness under the
-    interpreter on the hot shapes scaled down, hold-outs, the interpreter's timing path): the EvalResult."""
+
+def assert_seed_accepted(spec, gpu: bool = False) -> None:
+    """The operator's seed file through every gate of the real sandbox on its hot shapes and hold-outs:
+    under the interpreter (scaled-down shapes, no timing), or with gpu=True on CUDA with CUDA-graph timing."""
     from pathlib import Path
 
     from benchmarks.hardware import load_hardware
     from sandbox.evaluation import EvalRequest, evaluate
     from sandbox.settings import SandboxSettings
-    req = EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=spec.select("hot"),
-                      hardware=load_hardware("h200"), settings=SandboxSettings(trials=trials, timeout_s=300.0),
-                      interpreter=True)
-    return evaluate(req)
+    hot = spec.select("hot")
+    res = evaluate(EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=hot,
+                               hardware=load_hardware("h200"), settings=SandboxSettings(trials=2, timeout_s=300.0),
+                               interpreter=not gpu))
+    assert res.accepted, (res.failed_stage, res.reasons)
+    visible = [s for s in res.shapes if not s.holdout]
+    assert {s.id for s in visible} == {s.id for s in hot} and any(s.holdout for s in res.shapes)
+    assert all(s.error is None for s in res.shapes), [s.error for s in res.shapes if s.error]
+    if gpu:
+        assert all(s.t_us and s.t_us > 0 for s in visible), [(s.id, s.t_us) for s in visible]

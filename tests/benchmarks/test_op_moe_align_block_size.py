@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
-from op_helpers import load_seed, seed_through_sandbox
+from op_helpers import load_seed, assert_seed_accepted
 import torch
 import yaml
 
@@ -219,21 +219,12 @@ def test_seed_compiles_for_hopper_without_spills(spec):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
 
 
+
 @pytest.mark.interpreter
 def test_seed_is_accepted_by_the_sandbox(spec):
-    res = seed_through_sandbox(spec)
-    assert res.accepted, (res.failed_stage, res.reasons)
-    assert {s.id for s in res.shapes if not s.holdout} == {s.id for s in spec.select("hot")}
-    assert all(s.error is None for s in res.shapes) and any(s.holdout for s in res.shapes)
+    assert_seed_accepted(spec)
 
 
 @pytest.mark.gpu
-def test_seed_is_timed_on_the_gpu(spec):
-    """CUDA-graph timing of the seed on every hot shape (on the H200); on the CPU this test is skipped."""
-    from benchmarks.hardware import load_hardware
-    from sandbox.evaluation import EvalRequest, evaluate
-    from sandbox.settings import SandboxSettings
-    res = evaluate(EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=spec.select("hot"),
-                               hardware=load_hardware("h200"), settings=SandboxSettings(trials=2)))
-    assert res.accepted, (res.failed_stage, res.reasons)
-    assert all(s.t_us and s.t_us > 0 for s in res.shapes if not s.holdout)
+def test_seed_is_accepted_and_timed_on_the_gpu(spec):
+    assert_seed_accepted(spec, gpu=True)
