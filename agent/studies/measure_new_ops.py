@@ -32,7 +32,8 @@ NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
-# order. Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
+# order. Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d, moe_align_block_size,
+# causal_conv1d_update.
 # LigerLayerNormFunction.apply(x, weight, bias, eps): the operator's argument order.
 LIGER = {
     "layer_norm": [("liger_kernel.ops.layer_norm", "LigerLayerNormFunction", None)],
