@@ -72,3 +72,9 @@ def attention_heads(op: str, cfg: dict, tp: int) -> tuple[int, int]:
 def full_attention_layers(cfg: dict) -> int:
     """Softmax-attention layers (a hybrid model's others are linear attention: model_calls.linear_attention_layers)."""
     return int(cfg["num_hidden_layers"]) - linear_attention_layers(cfg)
+
+
+def short_conv_channels(cfg: dict) -> int:
+    """Channels of a Gated DeltaNet layer's short causal conv (over q, k and v), before the TP split."""
+    return (2 * int(cfg["linear_num_key_heads"]) * int(cfg["linear_key_head_dim"])
+            + int(cfg["linear_num_value_heads"]) * int(cfg["linear_value_head_dim"]))

@@ -30,12 +30,14 @@ from pathlib import Path
 NEW_OPS = ("l2_norm", "gated_rms_norm", "layer_norm", "softmax", "moe_sum_reduce", "causal_conv1d", "top_k_top_p_filter",
            "fused_add_rms_norm", "reshape_and_cache",
            "rotary_embedding", "qk_rms_norm", "moe_topk_softmax",
-           "per_token_quant_fp8", "per_token_group_quant_fp8", "rms_norm_quant_fp8")
+           "per_token_quant_fp8", "per_token_group_quant_fp8", "rms_norm_quant_fp8",
+           "moe_align_block_size", "causal_conv1d_update")
 CONTENDERS = ("seed", "eager", "compile", "liger")
 N_INPUT_SETS = 4
 # Liger-Kernel's function for an operator: (module, attribute, why its contract differs or None), tried in
 # order (LigerFusedAddRMSNormFunction.apply(x, residual, weight, eps) returns (out, residual_out)).
-# Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d.
+# Liger 0.8 has none of l2_norm, gated_rms_norm, moe_sum_reduce, causal_conv1d, moe_align_block_size,
+# causal_conv1d_update.
 # LigerLayerNormFunction.apply(x, weight, bias, eps): the operator's argument order.
 LIGER = {
     "fused_add_rms_norm": [("liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction", None)],

@@ -67,3 +67,23 @@ def seed_through_sandbox(spec, n_shapes: int = 2):
                       hardware=load_hardware("h200"), settings=SandboxSettings(trials=2, timeout_s=300.0),
                       timing=False, interpreter=True)
     return evaluate(req)
+
+
+def assert_seed_accepted(spec, gpu: bool = False) -> None:
+    """The operator's seed file through every gate of the real sandbox on its hot shapes and hold-outs:
+    under the interpreter (scaled-down shapes, no timing), or with gpu=True on CUDA with CUDA-graph timing."""
+    from pathlib import Path
+
+    from benchmarks.hardware import load_hardware
+    from sandbox.evaluation import EvalRequest, evaluate
+    from sandbox.settings import SandboxSettings
+    hot = spec.select("hot")
+    res = evaluate(EvalRequest(op=spec.name, source=Path(spec.seed_path).read_text(), shapes=hot,
+                               hardware=load_hardware("h200"), settings=SandboxSettings(trials=2, timeout_s=300.0),
+                               interpreter=not gpu))
+    assert res.accepted, (res.failed_stage, res.reasons)
+    visible = [s for s in res.shapes if not s.holdout]
+    assert {s.id for s in visible} == {s.id for s in hot} and any(s.holdout for s in res.shapes)
+    assert all(s.error is None for s in res.shapes), [s.error for s in res.shapes if s.error]
+    if gpu:
+        assert all(s.t_us and s.t_us > 0 for s in visible), [(s.id, s.t_us) for s in visible]

@@ -3,7 +3,8 @@ layers): the reference, seeded inputs, the work model and where models call it.
 
 out[b, d, l] = bias[d] + sum_{i < W} weight[d, i] * x[b, d, l - W + 1 + i], with x = 0 before the sequence
 starts; fp32 accumulation, stored in x's dtype. The decode form (one new token against a rolling conv
-state) is a different operator. Contract: benchmarks/operators/README.md.
+state, updated in place) is the operator causal_conv1d_update (benchmarks/operators/causal_conv1d_update).
+Contract: benchmarks/operators/README.md.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from benchmarks.spec import Tolerance
 NAME = "causal_conv1d"
 SIGNATURE = "causal_conv1d(x[B,D,L], weight[D,W], bias[D]) -> [B,D,L]"
 ARGS = ("x", "weight", "bias")
-PHASES = ("prefill",)            # decode runs the one-token update form, another operator
+PHASES = ("prefill",)            # decode runs the one-token update form, causal_conv1d_update
 DESCRIPTION = (
     "Depthwise causal convolution along the sequence, as the short convolution over the q/k/v channels of "
     "Qwen3-Next's Gated DeltaNet layers (and Mamba2's): out[b, d, l] = bias[d] + sum over i < W of "
@@ -26,7 +27,8 @@ DESCRIPTION = (
     "[B, D, L] tensor in x's dtype. Multiply and accumulate in fp32, round once on the store. Each output "
     "reads W neighbouring inputs of its channel: read x once and reuse the overlap in registers or cache. "
     "D is 4096 per GPU for Qwen3-Next at TP2 (odd in hold-outs), L is a prefill length (1024-2048, odd "
-    "and longer in hold-outs), B the sequences of a chunk."
+    "and longer in hold-outs), B the sequences of a chunk. The decode step (one token against a conv state) "
+    "is another operator, causal_conv1d_update."
 )
 
 # One rounding of the output dtype from an fp32 sum of W + 1 terms; rtol about two ulps. A kernel that
@@ -122,13 +124,12 @@ def occurrences(model_cfg: dict, tp: int, tokens: int, phase: str = "prefill") -
     """One call per Gated DeltaNet layer of a prefill pass over the conv channels of q, k and v:
     D = (2 * linear_num_key_heads * linear_key_head_dim + linear_num_value_heads * linear_value_head_dim) / tp,
     W = linear_conv_kernel_dim. A prefill chunk of `tokens` holds B = max(1, tokens / 2048) sequences of
-    L = tokens / B (model_calls.PREFILL_TOKENS_PER_SEQUENCE). Decode: none (the update form)."""
+    L = tokens / B (model_calls.PREFILL_TOKENS_PER_SEQUENCE). Decode: none (causal_conv1d_update)."""
     mc.check_call(NAME, tp, tokens)
     layers = mc.linear_attention_layers(model_cfg)
     if not layers or phase != "prefill":
         return []
-    conv = (2 * int(model_cfg["linear_num_key_heads"]) * int(model_cfg["linear_key_head_dim"])
-            + int(model_cfg["linear_num_value_heads"]) * int(model_cfg["linear_value_head_dim"]))
+    conv = mc.short_conv_channels(model_cfg)
     B = mc.sampled_rows(tokens, "prefill")
     dims = {"B": B, "D": mc.per_gpu(NAME, conv, tp, "q/k/v conv channels"), "L": int(tokens) // B,
             "W": int(model_cfg["linear_conv_kernel_dim"])}

@@ -1,0 +1,158 @@
+"""Seed moe_align_block_size: pairs p = t * k + j grouped by expert, each group padded with the sentinel
+T*k to a multiple of `block`, one expert per block, the padded total in n_post_pad.
+
+Pairs are cut into chunks of CHUNK. Up to one chunk (decode), one program does everything: one launch.
+Above, a count kernel writes each chunk's expert histogram and a second launch does the rest: program c
+sums the whole (chunks x experts) histogram table itself (a few KB, from L2) to get every expert's padded
+start and the slots of the chunks before it, so no third launch computes offsets. Inside a chunk a pair's
+rank among its expert's pairs comes from sorting (expert, lane) keys (pair order, deterministic), or with
+RANK_ATOMIC from an atomic counter per (chunk, expert) (free order, which the layout allows). Each program
+also writes the padding sentinels and the expert_ids of a slice of the experts, and program 0 n_post_pad.
+No host synchronization; entries past n_post_pad are left unwritten (consumers never read them).
+"""
+import torch
+import triton
+import triton.language as tl
+
+# By pairs P = T * k: the first bucket whose bound is >= P. A CHUNK >= P means one program, one launch.
+# Sorting costs O(CHUNK log^2 CHUNK) per program, so big inputs use more, smaller chunks.
+CONFIGS = {
+    "buckets": [
+        (1024, dict(CHUNK=1024, RANK_ATOMIC=0, num_warps=4)),
+        (2048, dict(CHUNK=2048, RANK_ATOMIC=0, num_warps=8)),
+        (1 << 62, dict(CHUNK=2048, RANK_ATOMIC=0, num_warps=8)),
+    ],
+    "count_tile": 8192,      # histogram-table elements (chunks x bins) a program sums per loop step
+    "pad_tile": 2048,        # experts x BLOCK slots a program pads per step (E=512 at once spilled registers)
+    "map_tile": 32,          # blocks per step when writing an expert's expert_ids entries
+}
+SEARCH_SPACE = {"RANK_ATOMIC": [0, 1], "CHUNK": [512, 1024, 2048, 4096]}
+
+
+@triton.jit
+def _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K: tl.constexpr, CHUNK: tl.constexpr):
+    pair = c * CHUNK + tl.arange(0, CHUNK)
+    valid = pair < P
+    e = tl.load(ids_ptr + (pair // K) * stride_t + (pair % K) * stride_j, mask=valid, other=0)
+    return pair, valid, e
+
+
+@triton.jit
+def _moe_align_block_size_hist(e, valid, NUM_BINS: tl.constexpr):
+    # Lanes past the last pair loaded expert 0: their count comes back out of bin 0.
+    extra = tl.sum((valid == 0).to(tl.int32), 0)
+    return tl.histogram(e, NUM_BINS) - tl.where(tl.arange(0, NUM_BINS) == 0, extra, 0)
+
+
+@triton.jit
+def _moe_align_block_size_count_kernel(ids_ptr, stride_t, stride_j, counts_ptr, P,
+                                       K: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr):
+    c = tl.program_id(0)
+    _, valid, e = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K, CHUNK)
+    tl.store(counts_ptr + c * NUM_BINS + tl.arange(0, NUM_BINS), _moe_align_block_size_hist(e, valid, NUM_BINS))
+
+
+@triton.jit
+def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor_ptr, sorted_ptr, expert_ids_ptr,
+                                 n_post_pad_ptr, P, E, num_chunks,
+                                 K: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr, BLOCK: tl.constexpr,
+                                 ONE_CHUNK: tl.constexpr, COUNT_ROWS: tl.constexpr, EXPERTS: tl.constexpr,
+                                 EXPERT_TILE: tl.constexpr, MAP_TILE: tl.constexpr,
+                                 RANK_ATOMIC: tl.constexpr):
+    c = tl.program_id(0)
+    pair, valid, e = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K, CHUNK)
+    bins = tl.arange(0, NUM_BINS)
+    if ONE_CHUNK:
+        mine = _moe_align_block_size_hist(e, valid, NUM_BINS)
+        totals = mine
+        before = tl.zeros([NUM_BINS], dtype=tl.int32)
+    else:
+        mine = tl.load(counts_ptr + c * NUM_BINS + bins)
+        totals = tl.zeros([NUM_BINS], dtype=tl.int32)
+        before = tl.zeros([NUM_BINS], dtype=tl.int32)
+        for r0 in range(0, num_chunks, COUNT_ROWS):
+            rows = r0 + tl.arange(0, COUNT_ROWS)
+            tile = tl.load(counts_ptr + rows[:, None] * NUM_BINS + bins[None, :], mask=rows[:, None] < num_chunks,
+                           other=0)
+            totals += tl.sum(tile, 0)
+            before += tl.sum(tl.where(rows[:, None] < c, tile, 0), 0)
+    padded = (totals + BLOCK - 1) // BLOCK * BLOCK
+    start = tl.cumsum(padded, 0) - padded
+    base = start + before                     # this chunk's first slot in each expert's group
+
+    if RANK_ATOMIC:
+        # A private counter row per chunk, seeded with its bases; the barrier orders the seeds before the adds.
+        row = cursor_ptr + c * NUM_BINS
+        tl.store(row + bins, base)
+        tl.debug_barrier()
+        dest = tl.atomic_add(row + e, 1, mask=valid)
+        tl.store(sorted_ptr + dest, pair, mask=valid)
+    else:
+        lane = tl.arange(0, CHUNK)
+        key = tl.sort(tl.where(valid, e, NUM_BINS) * CHUNK + lane)     # pad lanes sort last
+        ke = key // CHUNK
+        real = ke < NUM_BINS
+        ke = tl.where(real, ke, 0)
+        first_local = tl.cumsum(mine, 0) - mine
+        dest = tl.gather(base, ke, 0) + lane - tl.gather(first_local, ke, 0)
+        tl.store(sorted_ptr + dest, c * CHUNK + key % CHUNK, mask=real)
+
+    # This program's slice of experts, EXPERT_TILE at a time (register-sized tiles of experts x BLOCK):
+    # their padding sentinels and their blocks' expert_ids entries.
+    for x0 in tl.static_range(0, EXPERTS, EXPERT_TILE):
+        ex = c * EXPERTS + x0 + tl.arange(0, EXPERT_TILE)
+        live = ex < E
+        exc = tl.where(live, ex, 0)
+        cnt = tl.gather(totals, exc, 0)
+        st = tl.gather(start, exc, 0)
+        pd = tl.where(live, tl.gather(padded, exc, 0), 0)
+        slot = cnt[:, None] + tl.arange(0, BLOCK)[None, :]
+        tl.store(sorted_ptr + st[:, None] + slot, P, mask=slot < pd[:, None])
+        n_blk = pd // BLOCK
+        for m0 in range(0, tl.max(n_blk, 0), MAP_TILE):
+            m = m0 + tl.arange(0, MAP_TILE)
+            tl.store(expert_ids_ptr + (st // BLOCK)[:, None] + m[None, :], ex[:, None] + 0 * m[None, :],
+                     mask=m[None, :] < n_blk[:, None])
+    if c == 0:
+        tl.store(n_post_pad_ptr, tl.sum(padded, 0))
+
+
+def _pick_config(P: int) -> dict:
+    for bound, cfg in CONFIGS["buckets"]:
+        if P <= bound:
+            return cfg
+    return CONFIGS["buckets"][-1][1]
+
+
+def moe_align_block_size(topk_ids, E=128, block=16):
+    if topk_ids.dim() != 2 or block < 1 or block & (block - 1) or E < 1:
+        raise ValueError(f"moe_align_block_size expects topk_ids[T,k], E >= 1 and a power-of-two block; got "
+                         f"topk_ids {tuple(topk_ids.shape)}, E={E}, block={block}")
+    T, k = topk_ids.shape
+    P = T * k
+    n_blocks = triton.cdiv(P + min(E, P) * (block - 1), block)
+    dev = topk_ids.device
+    sorted_ids = torch.empty(n_blocks * block, dtype=torch.int32, device=dev)
+    expert_ids = torch.empty(n_blocks, dtype=torch.int32, device=dev)
+    n_post_pad = torch.empty(1, dtype=torch.int32, device=dev)
+    cfg = _pick_config(P)
+    chunk = cfg["CHUNK"]
+    num_chunks = triton.cdiv(P, chunk)
+    if num_chunks == 1:
+        chunk = max(16, triton.next_power_of_2(P))
+    num_bins = max(16, triton.next_power_of_2(E))
+    table = (num_chunks, num_bins)
+    counts = torch.empty(table, dtype=torch.int32, device=dev) if num_chunks > 1 else n_post_pad
+    cursor = torch.empty(table, dtype=torch.int32, device=dev) if cfg["RANK_ATOMIC"] else n_post_pad
+    strides = (topk_ids.stride(0), topk_ids.stride(1))
+    experts = triton.next_power_of_2(triton.cdiv(E, num_chunks))
+    if num_chunks > 1:
+        _moe_align_block_size_count_kernel[(num_chunks,)](topk_ids, *strides, counts, P, K=k, CHUNK=chunk,
+                                                          NUM_BINS=num_bins, num_warps=cfg["num_warps"])
+    _moe_align_block_size_kernel[(num_chunks,)](
+        topk_ids, *strides, counts, cursor, sorted_ids, expert_ids, n_post_pad, P, E, num_chunks,
+        K=k, CHUNK=chunk, NUM_BINS=num_bins, BLOCK=block, ONE_CHUNK=num_chunks == 1,
+        COUNT_ROWS=max(1, CONFIGS["count_tile"] // num_bins),
+        EXPERTS=experts, EXPERT_TILE=min(experts, max(1, CONFIGS["pad_tile"] // block)), MAP_TILE=CONFIGS["map_tile"],
+        RANK_ATOMIC=cfg["RANK_ATOMIC"], num_warps=cfg["num_warps"])
+    return sorted_ids, expert_ids, n_post_pad

@@ -1,0 +1,122 @@
+"""causal_conv1d_update operator folder: work model by hand, the update by hand, agreement with the
+prefill operator (prefill then token-by-token updates = prefill of the longer sequence), the seed under
+the interpreter (output and state, silu on and off), an unshifted state failing, decode-only call counts."""
+import random
+from pathlib import Path
+
+import pytest
+from op_helpers import load_seed, assert_seed_accepted, tolerance_failures
+import torch
+import yaml
+
+from benchmarks.registry import load_operator
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = yaml.safe_load((ROOT / "configs" / "models.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return load_operator("causal_conv1d_update")
+
+
+@pytest.fixture(scope="module")
+def seed(spec):
+    return load_seed(spec.seed_path, "aka_seed_causal_conv1d_update_test")
+
+
+def _clone(inputs):
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def test_work_by_hand(spec):
+    W, Q = spec.module.work({"B": 64, "D": 4096, "W": 4}, "bf16")
+    assert W == {"fp32": 9 * 64 * 4096}
+    # x + out: 2 * 64*4096 * 2 B = 1,048,576; state read + written: 2 * 64*4096*3 * 2 = 3,145,728;
+    # weight 4096*4*2 = 32,768; bias 4096*2 = 8,192
+    assert Q == 1_048_576 + 3_145_728 + 32_768 + 8_192
+    assert spec.module.MUTATES == ("conv_state",) and "conv_state" in spec.arg_names
+
+
+def test_update_by_hand(spec):
+    state = torch.tensor([[[1.0, 2.0, 3.0]]])            # oldest first
+    x = torch.tensor([[4.0]])
+    w = torch.tensor([[1.0, 10.0, 100.0, 1000.0]])     # w[3] multiplies the new token
+    out = spec.reference(x, state, w, torch.tensor([0.5]), False)
+    assert out.tolist() == [[4321.5]]
+    assert state.tolist() == [[[2.0, 3.0, 4.0]]]
+    out = spec.reference(torch.tensor([[-1.0]]), torch.zeros(1, 1, 3), torch.tensor([[0.0, 0.0, 0.0, 2.0]]),
+                         torch.tensor([0.0]), True)
+    torch.testing.assert_close(out, torch.nn.functional.silu(torch.tensor([[-2.0]])))
+
+
+def test_prefill_then_updates_is_the_longer_prefill(spec):
+    prefill = load_operator("causal_conv1d")
+    full = prefill.make_inputs({"B": 2, "D": 8, "L": 12, "W": 4}, "fp32", seed=1)
+    x, w, b = full["x"], full["weight"], full["bias"]
+    want = prefill.reference(x, w, b)
+    L0 = 5
+    state = x[:, :, L0 - 3:L0].contiguous()              # the prefill's last W - 1 inputs
+    for t in range(L0, 12):
+        out = spec.reference(x[:, :, t].contiguous(), state, w, b, False)
+        torch.testing.assert_close(out, want[:, :, t], rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(state, x[:, :, -3:])
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("B, D, seed_", [(1, 256, 0), (3, 37, 1), (20, 300, 2), (65, 130, 3)])
+def test_seed_matches_reference(spec, seed, B, D, seed_):
+    inputs = spec.make_inputs({"B": B, "D": D, "W": 4}, "fp32", seed=seed_)
+    assert inputs["silu"] == (seed_ % 2 == 0)
+    ref_in = _clone(inputs)
+    ref = spec.reference(**ref_in)
+    out = seed.causal_conv1d_update(**inputs)
+    assert out.is_contiguous() and out.shape == (B, D)
+    assert tolerance_failures(out, ref, spec.tolerance("fp32")) == []
+    assert torch.equal(inputs["conv_state"], ref_in["conv_state"]), "the state shifts by copies: exact"
+    for k in ("x", "weight", "bias"):
+        assert torch.equal(inputs[k], ref_in[k])
+
+
+def test_an_unshifted_or_misplaced_state_fails(spec):
+    inputs = spec.make_inputs({"B": 4, "D": 64, "W": 4}, "bf16", seed=2)
+    ref_in = _clone(inputs)
+    spec.reference(**ref_in)
+    stale = inputs["conv_state"].clone()
+    stale[:, :, -1] = inputs["x"]                         # x written, the rest not shifted
+    assert tolerance_failures(stale, ref_in["conv_state"], spec.tolerance("bf16"))
+    assert tolerance_failures(ref_in["conv_state"].roll(1, 0), ref_in["conv_state"], spec.tolerance("bf16"))
+    base_in = _clone(inputs)
+    base = spec.module.baseline(**base_in)
+    assert tolerance_failures(base, spec.reference(**_clone(inputs)), spec.tolerance("bf16")) == []
+    assert torch.equal(base_in["conv_state"], ref_in["conv_state"])
+
+
+def test_holdout_dims(spec):
+    hot = [s.dim for s in spec.shapes]
+    for s in range(20):
+        hold = spec.module.holdout_dims(random.Random(s), hot)
+        assert any(d["B"] > max(h["B"] for h in hot) for d in hold)
+        assert any(d["D"] % 2 for d in hold) and all(d["W"] == 4 for d in hold)
+
+
+def test_occurrences_decode_only(spec):
+    occ = spec.module.occurrences
+    cfg = MODELS["qwen3-next-80b-a3b"]
+    # conv channels 2*16*128 + 32*128 = 8192, / tp 2 = 4096; 36 Gated DeltaNet layers; one token per sequence
+    assert occ(cfg, 2, 64, "decode") == [({"B": 64, "D": 4096, "W": 4}, 36)]
+    assert occ(cfg, 2, 4096, "prefill") == []
+    assert occ(MODELS["llama-3.1-8b"], 1, 64, "decode") == []
+    assert spec.module.PHASES == ("decode",) and {s.phase for s in spec.shapes} == {"decode"}
+    assert "causal_conv1d_update" in load_operator("causal_conv1d").description
+
+
+
+@pytest.mark.interpreter
+def test_seed_is_accepted_by_the_sandbox(spec):
+    assert_seed_accepted(spec)
+
+
+@pytest.mark.gpu
+def test_seed_is_accepted_and_timed_on_the_gpu(spec):
+    assert_seed_accepted(spec, gpu=True)
