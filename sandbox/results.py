@@ -173,11 +173,16 @@ def decode(spec: OperatorSpec, head: dict, payload, parts: list[Part]) -> list |
             return (f"{label(spec, p)}output dtype/shape {dtype}/{shape} is not {p.dtype}/{list(p.shape)}")
     if len(payload) != total:
         return f"the output came back with {len(payload)} bytes, expected {total}"
-    raw = torch.frombuffer(bytearray(payload), dtype=torch.uint8) if total else torch.empty(0, dtype=torch.uint8)
+    # The frame's payload is already a writable bytearray of its own (sandbox/protocol.py): no copy of it.
+    buf = payload if isinstance(payload, bytearray) else bytearray(payload)
+    raw = torch.frombuffer(buf, dtype=torch.uint8) if total else torch.empty(0, dtype=torch.uint8)
     out, at = [], 0
     for p in parts:
-        n = part_nbytes(p)
-        out.append(raw[at:at + n].view(cx.torch_dtype(p.dtype)).reshape(p.shape))
+        n, dt = part_nbytes(p), cx.torch_dtype(p.dtype)
+        chunk = raw[at:at + n]
+        if at % torch.empty(0, dtype=dt).element_size():   # e.g. fp32 scales after an fp8 tensor of odd size
+            chunk = chunk.clone()
+        out.append(chunk.view(dt).reshape(p.shape))
         at += n
     return out
 

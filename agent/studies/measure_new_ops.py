@@ -13,8 +13,9 @@ replay, L2 flushed before every call, four input sets rotated, median), on each 
     python -m agent.studies.measure_new_ops --out /tmp/new_ops [--ops softmax,l2_norm] [--max-shapes 3]
 
 Writes <out>/new_ops.md (a table per operator) and <out>/new_ops.json, and prints the summary last.
-About 4-6 GPU minutes for the default set (7 operators x 3 shapes; most of it torch.compile, one static
-compile per shape); split it with --ops where one command may run at most 10 minutes.
+About 4-6 GPU minutes for 7 operators x 3 shapes, most of it torch.compile (one static compile per shape):
+--jobs N runs those compiles in N processes first (agent/studies/compile_warmup.py), so the timed pass loads
+them from Inductor's cache; split it with --ops where one command may run at most 10 minutes.
 """
 from __future__ import annotations
 
@@ -218,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", default=",".join(NEW_OPS), help="comma-separated operators")
     ap.add_argument("--max-shapes", type=int, default=3, help="hot shapes per operator, heaviest first")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per contender and shape")
+    ap.add_argument("--jobs", type=int, default=0, help="first fill torch.compile's caches for every (operator, "
+                    "shape) in this many processes at once (agent/studies/compile_warmup.py); the timing stays "
+                    "sequential in this process")
     args = ap.parse_args(argv)
     import torch
     if not torch.cuda.is_available():
@@ -231,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     command = "python -m agent.studies.measure_new_ops " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.jobs > 0:
+        from agent.studies.compile_warmup import warm
+        t0 = time.monotonic()
+        failed = warm(ops, args.max_shapes, args.jobs, pick_shapes)
+        print(f"compile warm-up in {args.jobs} processes: {time.monotonic() - t0:.0f} s"
+              + "".join(f"\n  not warmed: {f}" for f in failed), flush=True)
     result = run(ops, args.max_shapes, args.reps, command)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "new_ops.json").write_text(json.dumps(result, indent=1))

@@ -228,21 +228,29 @@ def test_holdout_dims(spec):
 # ---- calls per forward pass -------------------------------------------------------------------
 
 def test_occurrences_llama_8b_tp1(spec):
-    # 32 layers x (input norm + post-attention norm) + final norm = 65, over hidden_size 4096
-    assert spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64) == [({"T": 64, "H": 4096}, 65)]
+    # only layer 0's input norm has no residual to add: the other 2 x 32 are fused_add_rms_norm's
+    assert spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64) == [({"T": 64, "H": 4096}, 1)]
 
 
 def test_occurrences_deepseek_v3_tp8(spec):
     got = {d["H"]: (d["T"], n) for d, n in spec.module.occurrences(MODELS["deepseek-v3"], 8, 16)}
-    # 61 layers: 2 x 61 + 1 = 123 hidden norms (7168); 61 q_a_layernorm (q_lora_rank 1536);
-    # 61 kv_a_layernorm (kv_lora_rank 512). Replicated under TP, so tp=8 changes nothing.
-    assert got == {7168: (16, 123), 1536: (16, 61), 512: (16, 61)}
+    # one hidden norm without a residual (7168; the 2 x 61 others are fused_add_rms_norm's); 61 q_a_layernorm
+    # (q_lora_rank 1536); 61 kv_a_layernorm (kv_lora_rank 512). Replicated under TP, so tp=8 changes nothing.
+    assert got == {7168: (16, 1), 1536: (16, 61), 512: (16, 61)}
+
+
+def test_occurrences_leave_the_fused_norms_to_their_operators(spec):
+    fused = load_operator("fused_add_rms_norm").module.occurrences(MODELS["llama-3.1-8b"], 1, 64)
+    plain = spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64)
+    assert sum(n for _, n in fused) + sum(n for _, n in plain) == 2 * 32 + 1    # every hidden norm once
+    fp8 = dict(MODELS["llama-3.1-70b"], activation_quant="fp8_per_token")       # layer 0's norm quantizes
+    assert spec.module.occurrences(fp8, 4, 64) == []
 
 
 def test_occurrences_do_not_depend_on_tp(spec):
     cfg = MODELS["llama-3.1-70b"]
-    # 80 layers x 2 + 1 = 161 norms over hidden_size 8192 at any tp
-    expected = [({"T": 256, "H": 8192}, 161)]
+    # the one norm without a residual, over hidden_size 8192, at any tp
+    expected = [({"T": 256, "H": 8192}, 1)]
     assert spec.module.occurrences(cfg, 8, 256) == spec.module.occurrences(cfg, 1, 256) == expected
 
 

@@ -111,8 +111,7 @@ def occurrences(model_cfg: dict, tp: int, tokens: int) -> list[tuple[dict[str, i
     hidden_size. Norm weights are replicated under tensor parallelism, so `tp` does not change the shape.
     Llama 3.1, Qwen3 (dense and MoE), DeepSeek-V3, Mixtral, gpt-oss and Qwen3-Next (its zero-centred norm
     is the same kernel with the weight offset by 1). Models whose norm is LayerNorm (Cohere's): none.
-    rms_norm's occurrences count these same hidden norms unfused (2 x layers + 1), so until one of the two
-    counts changes, the serving weights count them twice."""
+    rms_norm's occurrences count only the one hidden norm without a residual (layer 0's input norm)."""
     mc.check_call(NAME, tp, tokens)
     if model_cfg.get("norm") == "layer_norm":
         return []

@@ -130,19 +130,22 @@ def holdout_dims(rng, hot_dims) -> list[dict[str, int]]:
 
 
 def occurrences(model_cfg: dict, tp: int, tokens: int) -> list[tuple[dict[str, int], int]]:
-    """RMSNorm calls in one forward pass. Norm weights are replicated under tensor parallelism, so every
-    GPU normalizes full rows and `tp` does not change the shape. Per layer: the input and post-attention
-    norms over hidden_size; once: the final norm. DeepSeek-V3 (MLA) adds q_a_layernorm over q_lora_rank
-    and kv_a_layernorm over kv_lora_rank in every layer (its q_a/kv_a projections are replicated).
-    Qwen3's per-head q/k norms are not counted here. Models whose norm is LayerNorm (`norm: layer_norm`,
-    Cohere's): none (layer_norm's)."""
+    """Plain RMSNorm calls in one forward pass, as vLLM and SGLang run them. Norm weights are replicated under
+    tensor parallelism, so every GPU normalizes full rows and `tp` does not change the shape. Over hidden_size:
+    only layer 0's input norm, the one hidden norm without a residual to add; the other 2 x layers hidden norms
+    fuse the residual add and are fused_add_rms_norm's. In an fp8 per-token deployment
+    (`activation_quant: fp8_per_token`) that one norm also quantizes its output and is rms_norm_quant_fp8's.
+    DeepSeek-V3 (MLA) adds q_a_layernorm over q_lora_rank and kv_a_layernorm over kv_lora_rank in every layer
+    (no residual; its q_a/kv_a projections are replicated). Qwen3's per-head q/k norms are qk_rms_norm's.
+    Models whose norm is LayerNorm (`norm: layer_norm`, Cohere's): none (layer_norm's)."""
     if tp < 1 or tokens < 1:
         raise ValueError(f"{NAME}.occurrences: tp={tp} and tokens={tokens} must both be >= 1")
     if model_cfg.get("norm") == "layer_norm":
         return []
     layers = int(model_cfg["num_hidden_layers"])
     counts: Counter = Counter()
-    counts[int(model_cfg["hidden_size"])] += 2 * layers + 1
+    if model_cfg.get("activation_quant") != "fp8_per_token":
+        counts[int(model_cfg["hidden_size"])] += 1
     for key in ("q_lora_rank", "kv_lora_rank"):
         if model_cfg.get(key):
             counts[int(model_cfg[key])] += layers
