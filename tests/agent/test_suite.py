@@ -42,20 +42,20 @@ def gpu_result(op: str, times_over_roof: dict[str, float], hw, failed: tuple[str
 def test_s_agg_is_the_weighted_sum_of_medians_and_a_rejected_kernel_scores_zero():
     hw = load_hardware("h200")
     calibrated = hw.with_calibration({"bandwidth_tbs": 4.0, "peaks_tflops": {"bf16": 700.0}})
-    results = {"rms_norm": gpu_result("rms_norm", {}, hw),                       # every shape at 2x roof
+    results = {"fused_add_rms_norm": gpu_result("fused_add_rms_norm", {}, hw),                       # 2x roof; most hot shapes prefill
                "silu_and_mul": gpu_result("silu_and_mul", {}, hw, failed=("x",))}
     choices = {op: KernelChoice(op, "seed", "src") for op in results}
-    score = score_suite("hot", choices, results, {"rms_norm": 3.0, "silu_and_mul": 1.0}, hw, calibrated)
+    score = score_suite("hot", choices, results, {"fused_add_rms_norm": 3.0, "silu_and_mul": 1.0}, hw, calibrated)
     by = {o.op: o for o in score.operators}
-    assert by["rms_norm"].s_i == pytest.approx(0.5, abs=0.06)        # median of T_ref/T where most T_ref = T_roof
+    assert by["fused_add_rms_norm"].s_i == pytest.approx(0.5, abs=0.06)        # median of T_ref/T where most T_ref = T_roof
     assert by["silu_and_mul"].s_i == 0.0                              # rejected: counts 0, never dropped
-    assert by["rms_norm"].weight == pytest.approx(0.75)
-    assert score.s_agg == pytest.approx(0.75 * by["rms_norm"].s_i)
+    assert by["fused_add_rms_norm"].weight == pytest.approx(0.75)
+    assert score.s_agg == pytest.approx(0.75 * by["fused_add_rms_norm"].s_i)
     # the calibrated ceilings are lower, so the same times attain more of them
-    assert by["rms_norm"].s_i_other > by["rms_norm"].s_i and score.s_agg_other > score.s_agg
+    assert by["fused_add_rms_norm"].s_i_other > by["fused_add_rms_norm"].s_i and score.s_agg_other > score.s_agg
     assert score.other == "h200 calibrated" and score.primary == "h200 datasheet"
     rec = json.loads(json.dumps(score.to_json()))
-    assert rec["kind"] == "suite" and [o["op"] for o in rec["operators"]] == ["rms_norm", "silu_and_mul"]
+    assert rec["kind"] == "suite" and [o["op"] for o in rec["operators"]] == ["fused_add_rms_norm", "silu_and_mul"]
 
 
 def test_failed_shapes_are_listed_and_missing_weights_are_an_error():
