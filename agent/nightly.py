@@ -184,6 +184,12 @@ def _final_score(run) -> float | None:
     return accepted[-1].score if accepted else None
 
 
+def _first_score(run) -> float | None:
+    """The score the run started from: its seed's, or in a --from-reference run (no seed) the first kernel
+    that passed every gate; the failed tries before it have no score to start from."""
+    return next((p.score for p in run.iterations if p.accepted), None)
+
+
 def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dict | None, home: Path,
               weights=None) -> dict:
     """What improved by how much, what regressed against the previous night, S_agg before and after.
@@ -200,8 +206,7 @@ def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dic
         if run is not None:
             seed_si = run.seed.s_i if run.seed is not None else None
             final_si = run.final.s_i if run.final is not None else None
-            row.update({"s_i_before": seed_si, "s_i_after": final_si, "score_before": run.iterations[0].score
-                        if run.iterations else None, "score_after": _final_score(run),
+            row.update({"s_i_before": seed_si, "s_i_after": final_si, "score_before": _first_score(run), "score_after": _final_score(run),
                         "iterations": len(run.iterations) - 1, "accepted": run.accepted_count,
                         "interpreter": run.interpreter, "end": run.end_reason,
                         "kernel_path": str(home / "runs" / run.run_id / "best.py")})

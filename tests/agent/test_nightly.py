@@ -135,3 +135,17 @@ def test_config_errors_exit_2(tmp_path):
         bad.write_text(text)
         r = CliRunner().invoke(app, ["nightly", "--config", str(bad), "-c", f"home={tmp_path}"])
         assert r.exit_code == 2 and needle in r.output, (text, r.output)
+
+
+def test_a_from_reference_run_starts_from_its_first_passing_kernel_not_a_failed_try():
+    from types import SimpleNamespace
+
+    from agent.nightly import _first_score
+    from agent.report_html.data import IterationPoint
+    tries = (IterationPoint(0, None, "rejected", False, "lint", "first try", "", False),
+             IterationPoint(1, 0.41, "accepted", True, None, "from the reference", "", False),
+             IterationPoint(2, 0.47, "accepted", True, None, "BLOCK 64 -> 128", "", False))
+    assert _first_score(SimpleNamespace(iterations=tries)) == 0.41
+    seeded = (IterationPoint(0, 0.6, "accepted", True, None, "seed", "", True),) + tries[2:]
+    assert _first_score(SimpleNamespace(iterations=seeded)) == 0.6
+    assert _first_score(SimpleNamespace(iterations=tries[:1])) is None

@@ -1,9 +1,9 @@
 # expect: reject
 # stage: correctness
 # op: silu_and_mul
-# needs: cpu
+# needs: gpu
 # cause: nan/inf
-# why: computes silu(g) as g * exp(g) / (1 + exp(g)): exp overflows to inf on the outlier channels (|g| reaches ~400), and inf / inf is NaN; a data-dependent failure, reported as such (the stale-cache hint appears only with evidence: tests/sandbox/test_runtime_gates.py)
+# why: computes silu(g) as g * exp(g) / (1 + exp(g)): exp overflows to inf on the outlier channels (|g| reaches ~400), and inf / inf is NaN; a data-dependent failure, reported as such (the stale-cache hint appears only with evidence: tests/sandbox/test_runtime_gates.py). GPU only: under the interpreter a shape has at most 4 rows, so whether any gate value passes 88 (exp's fp32 overflow) is left to chance (by our estimate about 1 evaluation in 5 would see none)
 import torch
 import triton
 import triton.language as tl
