@@ -126,9 +126,12 @@ def replay_on_fresh_inputs(kept: dict, input_sets: list[dict], fresh: dict, muta
     why = refill_inputs(input_sets, fresh)
     if why:
         return None, why
-    for t in outs:
-        if t.is_floating_point():
-            t.fill_(float("nan"))
+    from sandbox.correctness import POISON_BYTE
+    for t in outs:     # as poisoned allocations: NaN in floats, -1 in integers (expert ids, counts, slots)
+        if t.is_contiguous():
+            t.view(torch.uint8).fill_(POISON_BYTE)
+        else:
+            t.fill_(float("nan") if t.is_floating_point() else -1)
     torch.cuda.synchronize()
     graph.replay()
     torch.cuda.synchronize()

@@ -408,7 +408,6 @@ class Worker:
                 os._exit(0)
             try:
                 handlers[kind](msg)
-                _dump_profile()
             except CandidateFailure as e:
                 self.reply({"kind": "error", "error": e.message, "fatal": e.fatal, "exc_type": e.exc_type})
                 os._exit(0)
@@ -429,25 +428,6 @@ def _warm_profiler(torch) -> None:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
         torch.zeros(1, device="cuda").add_(1)
         torch.cuda.synchronize()
-
-
-# AKA_WORKER_PROFILE=DIR: a diagnostic for the stage breakdown (issue 9). The worker runs under cProfile and
-# rewrites DIR/worker-<pid>.prof after every request, because the parent ends a worker with SIGKILL.
-_PROFILER = None
-
-
-def _start_profile() -> None:
-    global _PROFILER
-    if os.environ.get("AKA_WORKER_PROFILE"):
-        import cProfile
-        _PROFILER = cProfile.Profile()
-        _PROFILER.enable()
-
-
-def _dump_profile() -> None:
-    if _PROFILER is not None:
-        _PROFILER.dump_stats(os.path.join(os.environ["AKA_WORKER_PROFILE"], f"worker-{os.getpid()}.prof"))
-        _PROFILER.enable()      # dump_stats disables the profiler
 
 
 def _jsonable(obj):
@@ -504,7 +484,6 @@ def main(argv: list[str] | None = None) -> None:
         # beside this worker's own (compile gate 1.7-2.0 s -> 0.8-1.1 s on 2 cores). It inherits the limits.
         from sandbox import compile as compile_gate
         compile_gate.start_spare()
-    _start_profile()
     worker = Worker(args.requests, args.replies)
     worker.loopback = _bring_loopback_up() if args.loopback_up else None
     worker.serve(warm_cuda=args.warm_cuda)

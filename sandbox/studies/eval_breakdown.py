@@ -7,9 +7,6 @@ sandbox (pre-started workers and compile cache as `aka optimize` has them), the 
 gate in a child process, 3 trials per hold-out shape): the "before" column. --ab also times one A/B
 re-measure of the seed against itself in one worker (the acceptance path). Writes OUT/breakdown.md and
 OUT/breakdown.json; prints the short table last. A driver of the sandbox: imports benchmarks and sandbox only.
-With AKA_WORKER_PROFILE=DIR in the environment every worker also writes its cProfile statistics to
-DIR/worker-<pid>.prof (the stage times then include the profiler's overhead: use it to find a cause, not to
-measure).
 """
 from __future__ import annotations
 
