@@ -68,12 +68,11 @@ def _segment(lines: list[str], node: ast.stmt) -> str:
 
 
 def output_rows(spec: Any, shapes) -> tuple[dict[str, Any], ...]:
-    """What the call returns on each visible shape (the operator's output_spec)."""
-    rows = []
-    for s in shapes:
-        shape, dtype = spec.output_spec(s.dim, s.dtype)
-        rows.append({"id": s.id, "shape": list(shape), "dtype": dtype})
-    return tuple(rows)
+    """What the call returns on each visible shape, for every operator form: its outputs (one, or the tuple
+    of OUTPUTS, or none) and the arguments it writes in place (MUTATES)."""
+    return tuple({"id": s.id, "mutates": list(spec.mutates), "tuple": spec.output_names is not None,
+                  "outputs": [{"name": n, "shape": list(shape), "dtype": d} for n, shape, d in spec.outputs(s.dim, s.dtype)]}
+                 for s in shapes)
 
 
 def doc_excerpt(path: Path, start: str) -> str:

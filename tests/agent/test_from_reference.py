@@ -208,9 +208,18 @@ def reference(x):
         reference_source("x = 1\n")
 
 
-@pytest.mark.parametrize("op", ["rms_norm", "fused_moe", "top_k_top_p_filter"])
+@pytest.mark.parametrize("op", ["rms_norm", "fused_moe", "top_k_top_p_filter", "fused_add_rms_norm",
+                                "reshape_and_cache", "causal_conv1d_update"])
 def test_every_prompt_from_the_reference_renders(op):
     spec = load_operator(op)
     contract = contract_for(spec, spec.select("hot"))
     text = build_prompt(ProposalContext(contract, "", None, ""))[1]["content"]
     assert "def reference(" in text and "holdout_dims" not in text and f"def {op}(" in text
+    first = spec.select("hot")[0]
+    line = next(x for x in text.splitlines() if x.startswith(f"- {first.id}: "))
+    if spec.output_names is None:            # one output: its shape, as before
+        assert line.startswith(f"- {first.id}: a new tensor of shape ("), line
+    else:                                    # every output by name
+        assert all(f"{n} of shape (" in line for n in spec.output_names), line
+        assert ("None" in line) == (spec.output_names == ()), line
+    assert all(m in line for m in spec.mutates) and ("in place" in line) == bool(spec.mutates), line
