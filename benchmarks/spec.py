@@ -5,6 +5,7 @@ the CLI listing and the tests load without a GPU stack.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable, Mapping
@@ -85,7 +86,10 @@ class OperatorSpec:
 
     @property
     def make_inputs(self) -> Callable[..., dict]:
-        return self.module.make_inputs
+        """The operator's input maker, run with torch's default dtype pinned to float32: the parent and the
+        worker must draw the same bytes from a seed (the input digests compare them), whatever default dtype
+        earlier code in either process left behind (a test, a model loader, a candidate)."""
+        return functools.partial(_with_float32_default, self.module.make_inputs)
 
     def work(self, shape: Shape) -> tuple[dict[str, float], float]:
         W, Q = self.module.work(shape.dim, shape.dtype)
@@ -157,3 +161,13 @@ def select_shapes(shapes: tuple[Shape, ...] | list[Shape], shape_set: str) -> tu
     if shape_set in PHASES:
         return tuple(s for s in shapes if s.phase == shape_set)
     raise ValueError(f"unknown shape set {shape_set!r}; choose one of {', '.join(SHAPE_SETS)}")
+
+
+def _with_float32_default(make_inputs: Callable[..., dict], *args, **kwargs) -> dict:
+    import torch
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float32)
+    try:
+        return make_inputs(*args, **kwargs)
+    finally:
+        torch.set_default_dtype(old)

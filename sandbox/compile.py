@@ -286,20 +286,21 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def compile_recorded(recorder: LaunchRecorder, target: str = "auto") -> CompileReport:
+def compile_recorded(recorder: LaunchRecorder, target: str = "auto", sass: bool = False) -> CompileReport:
     """Compile every recorded launch; "auto": the present GPU if torch.cuda is available, else
     Hopper offline (GPUTarget("cuda", 90, 32)). Registers, spills and shared memory come from the
     compiled kernel (n_regs/n_spills on a GPU, the cubin's resource usage read with cuobjdump
-    offline); features from its PTX and SASS. A compile error makes ok=False with
-    "kernel X: <first useful line>"."""
-    per_record, errors, target_name = compile_each(recorder, target)
+    offline); features from its SASS with sass=True (what --require judges), else from its PTX. A
+    compile error makes ok=False with "kernel X: <first useful line>"."""
+    per_record, errors, target_name = compile_each(recorder, target, sass=sass)
     kernels = [k for k in per_record if k is not None]
     errors += [k.error for k in kernels if k.error]
     ok = not errors and bool(kernels)
     return CompileReport(ok, target_name, tuple(kernels), tuple(dict.fromkeys(errors)))
 
 
-def compile_each(recorder: LaunchRecorder, target: str = "auto") -> tuple[list[KernelInfo | None], list[str], str]:
+def compile_each(recorder: LaunchRecorder, target: str = "auto",
+                 sass: bool = False) -> tuple[list[KernelInfo | None], list[str], str]:
     """(one KernelInfo per record, in record order, None where it could not be compiled; the errors of
     the recorder, the request and the child other than per-kernel ones; the target's name). One child
     compiles all records; the worker's TRITON_CACHE_DIR is the child's, so a specialization compiled
@@ -313,7 +314,7 @@ def compile_each(recorder: LaunchRecorder, target: str = "auto") -> tuple[list[K
     items, item_errors = _request_items(recorder)
     errors += item_errors
     if items:
-        result, child_error = _run_child({"target": target_spec,
+        result, child_error = _run_child({"target": target_spec, "sass": bool(sass),
                                           "kernels": [{**item, "index": index} for index, item in items]})
         if child_error:
             errors.append(child_error)

@@ -58,7 +58,7 @@ def record_run(worker, dims: dict, dtype: str, seed: int):
 
 
 def features_of_launched(kernel) -> tuple[str, ...]:
-    """Features in the PTX and SASS of a CompiledKernel that ran."""
+    """Features of a CompiledKernel that ran: its SASS decides (compile_child.features_of)."""
     from sandbox.compile_child import cubin_facts, features_of
     cubin = kernel.asm.get("cubin") or b""
     sass = cubin_facts(cubin, kernel.metadata.name)[1] if cubin else ""
@@ -99,7 +99,7 @@ def on_features(worker, msg: dict) -> None:
     if rest:
         todo = LaunchRecorder()
         todo.records, todo.functions, todo.errors = [merged.records[i] for i in rest], merged.functions, merged.errors
-        infos, errors, target_name = compile_each(todo, msg.get("target", "auto"))
+        infos, errors, target_name = compile_each(todo, msg.get("target", "auto"), sass=True)
         for i, info in zip(rest, infos):
             found[i] = {"features": list(info.features) if info else [], "how": "compiled",
                         "error": (info.error if info else "not compiled (see errors)")}

@@ -163,9 +163,10 @@ class Worker:
                                    "with its own Triton kernels"], "info": {}})
             return
         t1 = time.monotonic()
-        report = compile_recorded(recorder, target=msg.get("target", "auto"))
+        required = tuple(msg.get("require_features", ()))
+        report = compile_recorded(recorder, target=msg.get("target", "auto"), sass=bool(required))
         stage_s = {"compile.first_run": t1 - t0, "compile.gate": time.monotonic() - t1}
-        missing = list(feature_check(report, tuple(msg.get("require_features", ())))) if report.ok else []
+        missing = list(feature_check(report, required)) if report.ok else []
         info = _jsonable(report)
         info["features"] = sorted(str(f) for f in report.features())
         if msg.get("features_later") and self.interpreter:   # the feature gate's compile child, importing meanwhile

@@ -139,19 +139,29 @@ def _liger(op: str, module=None):
     return None, None, why
 
 
-def _measure(fn, input_sets, spec, dims, dtype, reps: int) -> dict:
-    """One contender on one shape: checked by the sandbox's rules for every operator form (tuples of outputs,
-    arguments written in place, `check`), then timed."""
+def _check(fn, call_inputs: dict, inputs: dict, spec, dims, dtype) -> tuple[bool, list]:
+    """(whether one call of a contender is right by the sandbox's rules for every operator form (tuples of
+    outputs, arguments written in place, `check`). `inputs` are the operator's; `call_inputs` what fn takes
+    (a library's converted copies, else the same dict): the expected result always comes from the operator's.
+    The second item is the call's returned tensors."""
+    from sandbox import results
+    exp = results.expected(spec, inputs, dims, dtype, 0, keep_inputs=True)
+    args = {k: (v.clone() if k in spec.mutates else v) for k, v in call_inputs.items()}
+    tensors, problem = results.returned(fn(args), spec)
+    got = tensors + [args[m] for m in spec.mutates]
+    ok = problem is None and all(tuple(g.shape) == p.shape and results.cx.dtype_name(g.dtype) == p.dtype
+                                 for g, p in zip(got, exp.parts)) and results.passes(spec, got, exp, dtype)
+    return ok, tensors
+
+
+def _measure(fn, call_sets, spec, dims, dtype, reps: int, input_sets=None) -> dict:
+    """One contender on one shape: checked (_check, on the first set) then timed on call_sets. input_sets are
+    the operator's inputs where call_sets are a library's conversions of them."""
     from sandbox import results
     from sandbox.timing import time_call
     try:
-        exp = results.expected(spec, input_sets[0], dims, dtype, 0, keep_inputs=True)
-        args = {k: (v.clone() if k in spec.mutates else v) for k, v in input_sets[0].items()}
-        tensors, problem = results.returned(fn(args), spec)
-        got = tensors + [args[m] for m in spec.mutates]
-        ok = problem is None and all(tuple(g.shape) == p.shape and results.cx.dtype_name(g.dtype) == p.dtype
-                                     for g, p in zip(got, exp.parts)) and results.passes(spec, got, exp, dtype)
-        t = time_call(fn, input_sets, reps=reps)
+        ok, tensors = _check(fn, call_sets[0], (input_sets or call_sets)[0], spec, dims, dtype)
+        t = time_call(fn, call_sets, reps=reps)
         return {"t_us": t.t_s * 1e6, "mode": t.mode, "spread": t.spread, "t_eager_us": t.t_eager_s * 1e6, "ok": ok,
                 "out_dtype": ",".join(results.cx.dtype_name(g.dtype) for g in tensors)}
     except Exception as exc:   # a contender that fails is a row, not a crashed study
@@ -194,7 +204,8 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
             elif liger_fn is not None:         # operator.py's hook; its inputs converted once per set, untimed
                 fns["liger"] = lambda i: liger_fn(**i)
                 inputs_for["liger"] = [liger_prepare(**i) for i in sets] if liger_prepare else sets
-            contenders = {name: _measure(fn, inputs_for.get(name, sets), spec, dims, dtype, reps) for name, fn in fns.items()}
+            contenders = {name: _measure(fn, inputs_for.get(name, sets), spec, dims, dtype, reps, input_sets=sets)
+                          for name, fn in fns.items()}
             if liger_fn is None:
                 contenders["liger"] = {"error": liger_absent, "ok": False}
             elif liger_other:

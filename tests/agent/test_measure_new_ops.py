@@ -54,3 +54,28 @@ def test_markdown_table():
 def test_without_a_gpu_it_exits_2(tmp_path, capsys):
     assert m.main(["--out", str(tmp_path)]) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def _hf_rope(q, k, cos, sin):
+    """A stand-in for Liger's RoPE in HF's layout ([1, heads, T, D] views, half-width cos/sin), in torch."""
+    def rot(x):
+        x1, x2 = x.float()[..., : x.shape[-1] // 2], x.float()[..., x.shape[-1] // 2:]
+        c, s = cos[:, None], sin[:, None]
+        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], -1).to(x.dtype)
+    qo, ko = rot(q), rot(k)
+    T = qo.shape[2]
+    return qo.transpose(1, 2).reshape(T, -1), ko.transpose(1, 2).reshape(T, -1)
+
+
+def test_a_library_on_converted_inputs_is_checked_against_the_operators_own():
+    """Liger's rotary takes HF-layout copies (baseline_liger_inputs): the check must compute the expected
+    result from the operator's inputs, not call the reference with the library's keywords (a TypeError that
+    left rotary_embedding without a Liger number on the H200)."""
+    spec = load_operator("rotary_embedding")
+    dims, dtype = {"T": 5, "Hq": 4, "Hk": 2, "D": 16}, "fp32"
+    inputs = spec.make_inputs(dims, dtype, seed=3)
+    converted = spec.module.baseline_liger_inputs(**inputs)
+    ok, tensors = m._check(lambda i: _hf_rope(**i), converted, inputs, spec, dims, dtype)
+    assert ok and len(tensors) == 2
+    wrong = lambda i: tuple(t * 1.01 for t in _hf_rope(**i))
+    assert m._check(wrong, converted, inputs, spec, dims, dtype)[0] is False

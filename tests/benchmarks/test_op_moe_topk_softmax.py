@@ -57,8 +57,12 @@ def test_inputs_are_on_the_grid_with_ties_at_the_cut(spec):
     assert (desc[:, 7] == desc[:, 8]).sum() >= 10                     # every third row at least
     gaps = (desc[:, :9, None] - desc[:, None, :9]).abs()
     assert ((gaps == 0) | (gaps >= 1 / 16)).all()                     # no near-ties anywhere near the cut
-    for s in range(6):                                                 # a lone decode token, whatever the offset
-        assert spec.make_inputs({"T": 1, "E": 8, "k": 2}, "bf16", seed=s)["logits"].shape == (1, 8)
+    for T in (1, 2):                          # decode batches of one or two tokens still get a tie at the cut
+        for s in range(8):
+            lone = spec.make_inputs({"T": T, "E": 64, "k": 6}, "bf16", seed=s)["logits"].float()
+            assert lone.shape == (T, 64)
+            d = lone.sort(-1, descending=True).values
+            assert (d[:, 5] == d[:, 6]).any(), f"T={T} seed {s}: no row ties at the top-k cut"
 
 
 def test_output_spec_and_work(spec):

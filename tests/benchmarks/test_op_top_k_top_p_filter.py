@@ -117,3 +117,32 @@ def test_occurrences(spec):
     occ = spec.module.occurrences
     assert occ(MODELS["gpt-oss-120b"], 1, 256, "decode") == [({"B": 256, "V": 201088}, 1)]
     assert occ(MODELS["command-r7b"], 1, 4096, "prefill") == [({"B": 2, "V": 256000}, 1)]
+
+
+def _independent_filters(x: torch.Tensor, k: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+    """The common mistake: the nucleus measured under the softmax of the whole row, then intersected with top-k."""
+    x64 = x.double()
+    V = x.shape[-1]
+    t_k = x64.sort(-1, descending=True).values.gather(1, (k.long().clamp(1, V) - 1)[:, None])
+    q = torch.softmax(x64, -1)
+    above = torch.stack([(q[b][None, :] * (x64[b][None, :] > x64[b][:, None])).sum(-1) for b in range(x.shape[0])])
+    keep = (x64 >= t_k) & ((above < p.double()[:, None]) | (p.double()[:, None] >= 1))
+    return torch.where(keep, x, torch.full_like(x, NEG))
+
+
+@pytest.mark.parametrize("B", [2, 3, 7])
+def test_every_call_has_interacting_filters_and_a_tie_at_the_cut(spec, B):
+    """At any B >= 2, each call tells sequential filters from independent ones and has a top-k cut inside a tie:
+    the hot shapes have B=2, so a row setting that only some calls draw would let a wrong kernel pass by luck."""
+    rows_hit = set()
+    for seed in range(12):
+        inp = spec.make_inputs({"B": B, "V": 600}, "fp32", seed=seed)
+        x, k, p = inp["logits"], inp["k"], inp["p"]
+        ref = spec.reference(x, k, p)
+        differs = (ref != _independent_filters(x, k, p)).any(-1)
+        assert differs.any(), f"seed {seed}: no row whose filters interact"
+        rows_hit |= set(differs.nonzero().flatten().tolist())
+        desc = x.sort(-1, descending=True).values
+        kk = k.long()
+        assert any(kk[b] < 600 and desc[b, kk[b] - 1] == desc[b, kk[b]] for b in range(B)), f"seed {seed}: no tie at a cut"
+    assert len(rows_hit) > 1, "the interacting row is always the same row"

@@ -152,3 +152,24 @@ def test_holdout_shapes_are_always_valid(spec):
             assert all(v >= 1 for v in h.values()), (seed, h)
             spec.interpreter_dims(h)          # raises on invalid dims
             spec.outputs(h, "bf16")
+
+
+def test_inputs_do_not_depend_on_the_default_dtype(spec):
+    """The parent and the worker draw a trial's inputs from the same seed and compare digests: a default dtype
+    left changed in either process (a model loader, a test, a candidate) must not change one byte."""
+    import torch
+    shape = spec.select("hot")[0]
+    dims = spec.module.interpreter_dims(shape.dim) if hasattr(spec.module, "interpreter_dims") else shape.dim
+    plain = spec.make_inputs(dims, shape.dtype, 11)
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        moved = spec.make_inputs(dims, shape.dtype, 11)
+        assert torch.get_default_dtype() == torch.float64          # the caller's setting is given back
+    finally:
+        torch.set_default_dtype(old)
+    for name, v in plain.items():
+        if isinstance(v, torch.Tensor):
+            assert v.dtype == moved[name].dtype and torch.equal(v, moved[name]), name
+        else:
+            assert v == moved[name], name

@@ -311,3 +311,38 @@ def test_gpu_launch_records_and_compiles_for_the_present_device(kernels):
     report = compile_recorded(rec)                       # "auto": the GPU that is present
     assert report.ok and "device" in report.target
     assert report.kernels[0].registers and report.kernels[0].registers > 0
+
+
+def test_features_come_from_the_sass_when_it_was_read_and_ignore_ptx_comments():
+    from sandbox.compile_child import features_of
+    ptx = "// wgmma.mma_async.sync.aligned (only a comment)\n/* cp.async.bulk.tensor */\n ld.global.b32 %r1, [%rd1];"
+    assert features_of(ptx, "") == ()                          # text a kernel only mentions is not a feature
+    assert features_of(" wgmma.mma_async.sync.aligned.m64n128k16 ...;", "") == ("wgmma",)
+    sass = "  /*0420*/ QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR4], R24 ;\n  UTMALDG.2D [UR8], [UR10] ;"
+    assert features_of(ptx, sass) == ("tma", "wgmma")           # fp8 warpgroup MMA counts as wgmma
+    # SASS decides: an instruction in the PTX that is not in what runs does not count
+    assert features_of(" wgmma.mma_async.sync.aligned.m64n128k16 ...;", "  FFMA R1, R2, R3, R4 ;") == ()
+
+
+@pytest.mark.interpreter
+def test_sass_is_disassembled_only_when_asked(kernels, tmp_path):
+    """Disassembly costs ~0.3 s a kernel: the compile child reads SASS only when the request asks (--require)."""
+    import json
+    import subprocess
+    from sandbox.compile import _child_env, _request_items, _resolve_target
+    x = torch.randn(300, dtype=torch.float32, device=DEVICE)
+    with LaunchRecorder() as rec:
+        kernels._scale_kernel[(3,)](x, torch.empty_like(x), 300, 0.5, BLOCK=128)
+    items, _ = _request_items(rec)
+    target_spec, _ = _resolve_target("sm_90")
+    got = {}
+    for sass in (False, True):
+        req, res = tmp_path / f"req{sass}.json", tmp_path / f"res{sass}.json"
+        req.write_text(json.dumps({"target": target_spec, "sass": sass,
+                                   "kernels": [{**item, "index": i} for i, item in items]}))
+        subprocess.run([sys.executable, "-m", "sandbox.compile_child", str(req), str(res)], env=_child_env(),
+                       cwd=str(Path(__file__).resolve().parents[2]), check=True, timeout=300)
+        (k,) = json.loads(res.read_text())["kernels"]
+        assert k["error"] is None and k["registers"] and k["spills_bytes"] == 0, k
+        got[sass] = k["features_from"]
+    assert got == {False: "ptx", True: "sass"}

@@ -113,11 +113,18 @@ def reference(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     I = w1.shape[1] // 2
     x = hidden.to(acc)
     out = torch.zeros(T, H, dtype=acc, device=hidden.device)
-    ids = topk_ids.long()
-    for e in range(w1.shape[0]):
-        tok, slot = (ids == e).nonzero(as_tuple=True)
-        if tok.numel() == 0:
+    # (token, slot) pairs grouped by expert with one host sync for the counts, in the order a per-expert
+    # nonzero() gives them (ascending token, then slot), so the sums are the same bits as that loop's.
+    k = topk_ids.shape[1]
+    flat = topk_ids.long().reshape(-1)
+    order = flat.argsort(stable=True)
+    counts = torch.bincount(flat, minlength=w1.shape[0]).tolist()
+    start = 0
+    for e, n in enumerate(counts):
+        pairs, start = order[start:start + n], start + n
+        if n == 0:
             continue
+        tok, slot = pairs // k, pairs % k
         gate_up = x[tok] @ w1[e].to(acc).T
         act = torch.nn.functional.silu(gate_up[:, :I]) * gate_up[:, I:]
         y = act @ w2[e].to(acc).T

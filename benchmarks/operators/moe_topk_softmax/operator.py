@@ -58,16 +58,17 @@ def _dims(dims) -> tuple[int, int, int]:
 
 def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     """Logits: a per-expert popularity plus per-token noise, snapped to the 1/16 grid (ties happen on their
-    own, as in bf16); every TIE_EVERY-th row also gets its (k+1)-th largest logit set equal to its k-th."""
+    own, as in bf16); every TIE_EVERY-th row (at least one per call) also gets its (k+1)-th largest logit set equal to its k-th."""
     T, E, k = _dims(dims)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
-    popularity = POPULARITY_STD * torch.randn(E, generator=gen, device=device)
-    x = popularity[None, :] + LOGIT_STD * torch.randn(T, E, generator=gen, device=device)
+    popularity = POPULARITY_STD * torch.randn(E, generator=gen, device=device, dtype=torch.float32)
+    x = popularity[None, :] + LOGIT_STD * torch.randn(T, E, generator=gen, device=device, dtype=torch.float32)
     x = (x * LOGIT_GRID).round().clamp(-LOGIT_LIMIT * LOGIT_GRID, LOGIT_LIMIT * LOGIT_GRID) / LOGIT_GRID
     if k < E:
         order = x.sort(dim=-1, descending=True, stable=True).indices
-        offset = int(torch.randint(0, TIE_EVERY, (1,), generator=gen, device=device))
+        # the first tie row at random among the first min(T, TIE_EVERY): every call has one, also at T=1 or 2
+        offset = int(torch.randint(0, TIE_EVERY, (1,), generator=gen, device=device)) % min(T, TIE_EVERY)
         rows = torch.arange(T, device=device)[offset::TIE_EVERY]
         x[rows, order[rows, k]] = x[rows, order[rows, k - 1]]
     return {"logits": x.to(torch_dtype(NAME, dtype)).contiguous(), "k": k, "renormalize": True}

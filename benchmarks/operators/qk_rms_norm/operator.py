@@ -56,7 +56,7 @@ def _dims(dims) -> tuple[int, int, int, int]:
 
 def _heads(T: int, H: int, D: int, gen: torch.Generator, device) -> torch.Tensor:
     x = outlier_activations(T * H, D, gen, device, OUTLIER_SHARE, OUTLIER_SCALE).view(T, H, D)
-    scale = torch.exp2(HEAD_SCALE_LOG2 * (2 * torch.rand(H, generator=gen, device=device) - 1))
+    scale = torch.exp2(HEAD_SCALE_LOG2 * (2 * torch.rand(H, generator=gen, device=device, dtype=torch.float32) - 1))
     return x * scale[None, :, None]
 
 
@@ -66,7 +66,7 @@ def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
     q, k = _heads(T, Hq, D, gen, device), _heads(T, Hk, D, gen, device)
-    wq, wk = (torch.exp(WEIGHT_LOG_STD * torch.randn(2, D, generator=gen, device=device))).unbind(0)
+    wq, wk = (torch.exp(WEIGHT_LOG_STD * torch.randn(2, D, generator=gen, device=device, dtype=torch.float32))).unbind(0)
     return {"q": q.to(tdt), "k": k.to(tdt), "wq": wq.to(tdt).contiguous(), "wk": wk.to(tdt).contiguous(),
             "eps": DEFAULT_EPS}
 

@@ -86,7 +86,7 @@ def _positions(T: int, rows: int, gen: torch.Generator, device) -> torch.Tensor:
     cuts = (torch.randperm(T - 1, generator=gen, device=device)[:n_seq - 1] + 1).sort().values
     begins = torch.cat([torch.zeros(1, dtype=torch.long, device=device), cuts])
     lengths = torch.diff(torch.cat([begins, torch.full((1,), T, device=device)]))
-    starts = (torch.rand(n_seq, generator=gen, device=device) * (rows - lengths + 1).double()).long()
+    starts = (torch.rand(n_seq, generator=gen, device=device, dtype=torch.float32) * (rows - lengths + 1).double()).long()
     t = torch.arange(T, device=device)
     seq = torch.searchsorted(cuts, t, right=True)
     return starts[seq] + (t - begins[seq])

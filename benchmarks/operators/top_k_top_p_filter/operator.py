@@ -44,10 +44,13 @@ P_TARGETS = (0.9, 1.0, 0.8, 0.95, 0.6)   # per row, cycling (1.0: disabled); oth
 P_MARGIN_MASS = 2e-3                     # a group of tied logits straddling the cut holds at least this mass
 P_WINDOW = 12.0                          # logits this far below the max cannot: 100 * e^-12 < P_MARGIN_MASS
 HOLDOUT_MAX_B = 512
-# Interpreter rows: 16, not 5. Only some rows have both filters active with a cut that renormalizing after top-k
-# moves; at 5 rows, half the calls could not tell a nucleus measured on the whole row from the right one (41 of 80
-# seeded calls), at 16 rows 18 of 80, so an evaluation's six visible calls miss it about once in 10^4. The
-# seed's ~70 passes per row cost ~0.1 s a row under the interpreter.
+INTERACT_KS = (20, 50, 10, 100, 5)       # k values tried for the row whose two filters interact
+INTERACT_TARGET = 0.8                    # its p: the interacting safe centre nearest this
+INTERACT_REDRAWS = 16                    # rows redrawn until one has an interacting cut (~85% each at V=600)
+# Interpreter rows: up to 16 (the hot shapes' B=2 stays 2). Every call still has a row whose filters interact and a
+# tie at a top-k cut (_row_settings): with rows cycling through the settings alone, 2-row calls told a nucleus
+# measured on the whole row from the right one in only 33 of 200 seeded calls. The seed's ~70 passes per row cost
+# ~0.1 s a row under the interpreter.
 _INTERP_MAX_B, _INTERP_MAX_V = 16, 1024
 
 
@@ -113,36 +116,93 @@ def _safe_p(x_row: torch.Tensor, keep_row: torch.Tensor, target: float) -> float
     return float(centres[int(torch.argmin((centres - target).abs()))])
 
 
+def _draw_rows(gen, n: int, V: int, device) -> torch.Tensor:
+    """n rows of N(0, 3^2) logits with TOP_TOKENS of them lifted by 3-12, rounded to bf16 values (ties)."""
+    x = LOGIT_STD * torch.randn(n, V, generator=gen, device=device, dtype=torch.float32)
+    n_top = min(TOP_TOKENS, V)
+    top = torch.randint(0, V, (n, n_top), generator=gen, device=device)
+    lo, hi = TOP_LIFT
+    x.scatter_add_(1, top, lo + (hi - lo) * torch.rand(n, n_top, generator=gen, device=device, dtype=torch.float32))
+    return x.to(torch.bfloat16).float()
+
+
+def _interacting_setting(x_row: torch.Tensor, target: float) -> tuple[int, float] | None:
+    """(k, p) with both filters active where the order of the filters decides the result: the nucleus measured
+    under the softmax of the whole row (top-p and top-k applied independently) keeps a tie group that the
+    nucleus of the top-k entries excludes. p is a safe centre (see _safe_p), the nearest `target` of those."""
+    V = x_row.numel()
+    desc = x_row.sort(descending=True).values
+    x64 = x_row.double()
+    for k in INTERACT_KS:
+        if k >= V:
+            continue
+        keep = x_row >= desc[k - 1]
+        vals = x64[keep]
+        top = vals.max()
+        ratio = float(torch.exp(torch.logsumexp(vals - top, 0) - torch.logsumexp(x64 - top, 0)))
+        uniq, counts = torch.unique(vals[vals >= top - P_WINDOW], sorted=True, return_counts=True)
+        mass = counts.flip(0) * torch.exp(uniq.flip(0) - top - torch.logsumexp(vals - top, 0))
+        above = mass.cumsum(0) - mass
+        ok = (mass >= P_MARGIN_MASS).nonzero().flatten()
+        centres = [float(above[i] + mass[i] / 2) for i in ok.tolist()]
+        # the group after the cut: excluded under the kept softmax (above >= p), kept under the whole row's
+        moved = [c for c in centres if int((above * ratio < c).sum()) > int((above < c).sum())]
+        if moved:
+            return k, min(moved, key=lambda c: abs(c - target))
+    return None
+
+
+def _row_settings(B: int, offset: int) -> list[str]:
+    """The setting of each row: every call with B >= 2 has one row whose two filters interact and one whose
+    top-k cut falls inside a tie (at random rows, so a kernel cannot key on the row index); the other rows
+    cycle through K_CHOICES."""
+    kinds = [K_CHOICES[(b + offset) % len(K_CHOICES)] for b in range(B)]
+    if B >= 2:
+        a, t = offset % B, (offset + 1 + offset // B) % B
+        t = t if t != a else (a + 1) % B
+        kinds[a], kinds[t] = "interact", "tie"
+    elif B == 1 and offset % 2 == 0:
+        kinds[0] = "interact"
+    return kinds
+
+
 def make_inputs(dims, dtype: str, seed: int, device="cpu") -> dict:
     """Logits: N(0, 3^2) body plus TOP_TOKENS tokens lifted by 3-12, rounded to bf16 values (ties); k and p
-    cycle through common settings per row, with one k per cycle cut inside a tie (top-p off in that row) and every p < 1 moved to
-    the middle of a tie group of >= P_MARGIN_MASS mass (see _safe_p)."""
+    set per row (_row_settings): one row where top-k then top-p differs from the two filters applied
+    independently (redrawn until it does), one k cut inside a tie (top-p off in that row), the others common
+    settings; every p < 1 is moved to the middle of a tie group of >= P_MARGIN_MASS mass (see _safe_p)."""
     B, V = _dims(dims)
     torch_dtype(NAME, dtype)
     gen = torch.Generator(device=device)
     gen.manual_seed(int(seed))
-    x = LOGIT_STD * torch.randn(B, V, generator=gen, device=device, dtype=torch.float32)
-    n_top = min(TOP_TOKENS, V)
-    top = torch.randint(0, V, (B, n_top), generator=gen, device=device)
-    lo, hi = TOP_LIFT
-    x.scatter_add_(1, top, lo + (hi - lo) * torch.rand(B, n_top, generator=gen, device=device, dtype=torch.float32))
-    x = x.to(torch.bfloat16).float()
+    x = _draw_rows(gen, B, V, device)
+    offset = int(torch.randint(0, 10 ** 6, (1,), generator=gen, device=device))
+    kinds = _row_settings(B, offset)
+    settings: dict[int, tuple[int, float]] = {}
+    for b in (i for i, kind in enumerate(kinds) if kind == "interact"):
+        for _ in range(INTERACT_REDRAWS):
+            found = _interacting_setting(x[b], INTERACT_TARGET)
+            if found:
+                settings[b] = found
+                break
+            x[b] = _draw_rows(gen, 1, V, device)[0]
+        else:
+            kinds[b] = 50          # no row drawn had an interacting cut (tiny V): an ordinary setting
     desc = x.sort(dim=-1, descending=True).values.cpu()
-    offset = int(torch.randint(0, len(K_CHOICES), (1,), generator=gen, device=device))
     ks = []
-    for b in range(B):
-        choice = K_CHOICES[(b + offset) % len(K_CHOICES)]
-        kb = V if choice == "V" else (_tie_k(desc[b]) or 40) if choice == "tie" else int(choice)
+    for b, kind in enumerate(kinds):
+        kb = settings[b][0] if b in settings else V if kind == "V" else \
+            (_tie_k(desc[b]) or 40) if kind == "tie" else int(kind)
         ks.append(max(1, min(kb, V)))
     k = torch.tensor(ks, dtype=torch.int32, device=device)
     t_k = desc.to(device).gather(1, (k.long() - 1)[:, None])
     keep_k = x >= t_k
     ps = []
-    for b in range(B):
+    for b, kind in enumerate(kinds):
         target = P_TARGETS[(b + 2 * offset) % len(P_TARGETS)]
-        if K_CHOICES[(b + offset) % len(K_CHOICES)] == "tie":
+        if kind == "tie":
             target = 1.0          # a nucleus would cut above the tied entries: this row tests top-k's ties
-        ps.append(1.0 if target >= 1.0 else _safe_p(x[b], keep_k[b], target))
+        ps.append(settings[b][1] if b in settings else 1.0 if target >= 1.0 else _safe_p(x[b], keep_k[b], target))
     return {"logits": x.contiguous(), "k": k, "p": torch.tensor(ps, dtype=torch.float32, device=device)}
 
 
