@@ -272,7 +272,7 @@ def serve_spare() -> int:
 if __name__ == "__main__":
     os.environ.pop("TRITON_INTERPRET", None)
     code = serve_spare() if sys.argv[1:] == ["--spare"] else main(sys.argv[1], sys.argv[2])
-    # The result file is written and closed: skip the interpreter's teardown of torch and triton (~0.3 s of
+    # The result file is written and closed: skip the interpreter's teardown of torch and triton (~0.5 s of
     # the gate's wall time on 2 cores), which the worker would wait for.
     sys.stdout.flush()
     sys.stderr.flush()
