@@ -327,6 +327,9 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
                     return "the call's return value does not have the operator's form (a tuple of its OUTPUTS, or None)"
                 return _HOLDOUT_PROBLEMS.get(kind, "the output was rejected")
             return str(header["problem"])
+        drawn = header.get("digests_before")
+        if isinstance(drawn, dict) and cx.digest_mismatches(expected.digests, drawn):
+            return input_draw_failure(self.spec.name, cx.digest_mismatches(expected.digests, drawn))
         changed = cx.digest_mismatches(expected.digests, header.get("digests"))
         if changed:
             return (f"input(s) {', '.join(changed)} changed during the call (digest after the call differs): a "
@@ -342,6 +345,15 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
             row.max_rel_err = max(row.max_rel_err or 0.0, st.max_rel_err)
             row.rel_l2 = max(row.rel_l2 or 0.0, st.rel_l2)
         return failure
+
+
+def input_draw_failure(op: str, names: list[str]) -> str:
+    """The reason when the worker's inputs differed from the parent's before the candidate ran: the trial says
+    nothing about the candidate, and the message must not blame it."""
+    return (f"aka error, not the candidate's: input(s) {', '.join(names)} already differed between the worker and "
+            f"the parent before the call, drawn from the same seed: {op}'s make_inputs is not deterministic across "
+            f"processes (or global state such as torch's default dtype changed what it draws); report it with this "
+            f"message. The candidate was not judged on this trial")
 
 
 class _reference_numerics:

@@ -227,6 +227,9 @@ class Worker:
         from sandbox.correctness import input_digests, output_layout, poisoned_allocations, same_bytes, scrub_free_memory
         parts = [rs.Part(n, tuple(s), d) for n, s, d in msg["outputs"]]
         self.sync()
+        # On the CPU (cheap there) also the digests before the call: a mismatch with the parent's then says the
+        # two processes drew different inputs from the seed (aka's fault), not that the candidate wrote them.
+        before = input_digests(inputs, seed) if self.device.type == "cpu" else None
         if msg.get("poison", True):
             with poisoned_allocations():
                 scrub_free_memory(rs.nbytes(parts), self.device)
@@ -242,7 +245,8 @@ class Worker:
             problem = ("stream", f"the {what} changed after the call returned: work on a side stream was not "
                        "ordered with the caller's stream (a serving engine would read an unfinished result)")
         header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
-                  "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed), **extra}
+                  "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed),
+                  "digests_before": before, **extra}
         payload = b""
         if problem is None:
             shown = snapshots if snapshots is not None else result
