@@ -140,10 +140,9 @@ def _liger(op: str, module=None):
 
 
 def _check(fn, call_inputs: dict, inputs: dict, spec, dims, dtype) -> tuple[bool, list]:
-    """(whether one call of a contender is right by the sandbox's rules for every operator form (tuples of
-    outputs, arguments written in place, `check`). `inputs` are the operator's; `call_inputs` what fn takes
-    (a library's converted copies, else the same dict): the expected result always comes from the operator's.
-    The second item is the call's returned tensors."""
+    """(ok, the returned tensors) of one call of a contender; ok by the sandbox's rules for every operator form
+    (tuples of outputs, arguments written in place, `check`). `inputs` are the operator's, `call_inputs` what
+    fn takes (a library's converted copies, else the same dict): the expected result comes from the operator's."""
     from sandbox import results
     exp = results.expected(spec, inputs, dims, dtype, 0, keep_inputs=True)
     args = {k: (v.clone() if k in spec.mutates else v) for k, v in call_inputs.items()}
