@@ -206,7 +206,8 @@ def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dic
         if run is not None:
             seed_si = run.seed.s_i if run.seed is not None else None
             final_si = run.final.s_i if run.final is not None else None
-            row.update({"s_i_before": seed_si, "s_i_after": final_si, "score_before": _first_score(run), "score_after": _final_score(run),
+            row.update({"s_i_before": seed_si, "s_i_after": final_si,
+                        "score_before": _first_score(run), "score_after": _final_score(run),
                         "iterations": len(run.iterations) - 1, "accepted": run.accepted_count,
                         "interpreter": run.interpreter, "end": run.end_reason,
                         "kernel_path": str(home / "runs" / run.run_id / "best.py")})

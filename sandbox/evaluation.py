@@ -328,8 +328,9 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
                 return _HOLDOUT_PROBLEMS.get(kind, "the output was rejected")
             return str(header["problem"])
         drawn = header.get("digests_before")
-        if isinstance(drawn, dict) and cx.digest_mismatches(expected.digests, drawn):
-            return input_draw_failure(self.spec.name, cx.digest_mismatches(expected.digests, drawn))
+        differed = cx.digest_mismatches(expected.digests, drawn) if isinstance(drawn, dict) else []
+        if differed:
+            return input_draw_failure(self.spec.name, differed)
         changed = cx.digest_mismatches(expected.digests, header.get("digests"))
         if changed:
             return (f"input(s) {', '.join(changed)} changed during the call (digest after the call differs): a "

@@ -61,7 +61,7 @@ def features_of_launched(kernel) -> tuple[str, ...]:
     """Features of a CompiledKernel that ran: its SASS decides (compile_child.features_of)."""
     from sandbox.compile_child import cubin_facts, features_of
     cubin = kernel.asm.get("cubin") or b""
-    sass = cubin_facts(cubin, kernel.metadata.name)[1] if cubin else ""
+    sass = cubin_facts(cubin, kernel.metadata.name, sass=True)[1] if cubin else ""
     return features_of(str(kernel.asm.get("ptx") or ""), sass)
 
 

@@ -27,8 +27,9 @@ def test_inputs_written_during_the_call_are_the_candidates():
     assert "changed during the call" in reason and "aka error" not in reason
 
 
-def test_the_worker_digests_are_the_parents_for_the_same_seed():
-    """What the parent compares: its own inputs from the seed against the worker's (same code, same bytes)."""
+def test_one_seed_draws_the_same_digests_and_one_changed_value_shows():
+    """What the comparison rests on: the same seed draws the same bytes (here twice in one process), and a
+    single changed element changes that input's digest."""
     spec = load_operator("moe_topk_softmax")
     dims = {"T": 1, "E": 128, "k": 8}
     a, b = spec.make_inputs(dims, "bf16", 5), spec.make_inputs(dims, "bf16", 5)

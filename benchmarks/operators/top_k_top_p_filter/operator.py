@@ -98,21 +98,28 @@ def _tie_k(desc_row: torch.Tensor, lo: int = 10, hi: int = 200) -> int | None:
     return int(eq[0]) + lo if eq.numel() else None
 
 
-def _safe_p(x_row: torch.Tensor, keep_row: torch.Tensor, target: float) -> float:
-    """The p nearest `target` that falls mid-way inside a group of tied kept logits holding at least
-    P_MARGIN_MASS: the nucleus boundary is then far from any rounding of an fp32 cumulative sum. Only
-    logits within P_WINDOW of the maximum can hold that much (even 100 tied ones); 1.0 where none does."""
+def _tie_groups(x_row: torch.Tensor, keep_row: torch.Tensor):
+    """The groups of tied kept logits within P_WINDOW of the maximum, largest first: (mass of each group under
+    the softmax of the kept entries, mass strictly above it, the safe centres: above + mass/2 of each group
+    holding at least P_MARGIN_MASS). Only logits that close to the maximum can hold that much (even 100 tied
+    ones), and every larger logit is inside the window too, so `above` is exact."""
     vals = x_row[keep_row].double()
     top = vals.max()
     log_z = torch.logsumexp(vals - top, 0)
     uniq, counts = torch.unique(vals[vals >= top - P_WINDOW], sorted=True, return_counts=True)
-    uniq, counts = uniq.flip(0), counts.flip(0)
-    mass = counts * torch.exp(uniq - top - log_z)
-    above = mass.cumsum(0) - mass          # every larger logit is inside the window too
+    mass = counts.flip(0) * torch.exp(uniq.flip(0) - top - log_z)
+    above = mass.cumsum(0) - mass
     ok = (mass >= P_MARGIN_MASS).nonzero().flatten()
-    if ok.numel() == 0:
+    return mass, above, above[ok] + mass[ok] / 2
+
+
+def _safe_p(x_row: torch.Tensor, keep_row: torch.Tensor, target: float) -> float:
+    """The p nearest `target` that falls mid-way inside a group of tied kept logits holding at least
+    P_MARGIN_MASS (_tie_groups): the nucleus boundary is then far from any rounding of an fp32 cumulative
+    sum; 1.0 where no group holds that much."""
+    centres = _tie_groups(x_row, keep_row)[2]
+    if centres.numel() == 0:
         return 1.0
-    centres = above[ok] + mass[ok] / 2
     return float(centres[int(torch.argmin((centres - target).abs()))])
 
 
@@ -133,20 +140,16 @@ def _interacting_setting(x_row: torch.Tensor, target: float) -> tuple[int, float
     V = x_row.numel()
     desc = x_row.sort(descending=True).values
     x64 = x_row.double()
+    log_z_row = torch.logsumexp(x64 - x64.max(), 0)
     for k in INTERACT_KS:
         if k >= V:
             continue
         keep = x_row >= desc[k - 1]
-        vals = x64[keep]
-        top = vals.max()
-        ratio = float(torch.exp(torch.logsumexp(vals - top, 0) - torch.logsumexp(x64 - top, 0)))
-        uniq, counts = torch.unique(vals[vals >= top - P_WINDOW], sorted=True, return_counts=True)
-        mass = counts.flip(0) * torch.exp(uniq.flip(0) - top - torch.logsumexp(vals - top, 0))
-        above = mass.cumsum(0) - mass
-        ok = (mass >= P_MARGIN_MASS).nonzero().flatten()
-        centres = [float(above[i] + mass[i] / 2) for i in ok.tolist()]
+        _, above, centres = _tie_groups(x_row, keep)
+        # the share of the row's mass that top-k keeps (both logsumexps shifted by the row's maximum)
+        ratio = float(torch.exp(torch.logsumexp(x64[keep] - x64.max(), 0) - log_z_row))
         # the group after the cut: excluded under the kept softmax (above >= p), kept under the whole row's
-        moved = [c for c in centres if int((above * ratio < c).sum()) > int((above < c).sum())]
+        moved = [c for c in centres.tolist() if int((above * ratio < c).sum()) > int((above < c).sum())]
         if moved:
             return k, min(moved, key=lambda c: abs(c - target))
     return None
