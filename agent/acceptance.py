@@ -37,6 +37,13 @@ H200) to reject it anyway in all but rare noisy cases. The margin lets a candida
 low once, as a real gain near the noise can, still reach its A/B. The screen is one-sided: it never
 accepts anything, so it cannot be used to sneak a candidate in.
 
+Timing first (`acceptance.timing_first`, "auto": the offline search on a GPU). The same screen, one step
+earlier: the candidate is timed alone (its attribution gate included, no correctness or hold-out trials,
+which are most of a full evaluation) and compared with the incumbent timed the same way, once per
+incumbent. A clearly slower candidate stops there (rule "timed-screen"); one that fails a gate of that
+evaluation is rejected at the gate; every other candidate gets the full evaluation, every gate, and then
+the screen and the A/B above. Nothing reaches acceptance without every gate.
+
 Interpreter runs (no GPU) have no timing and so no comparable score. By default nothing is accepted
 there: a candidate that passes every gate (lint, compile, correctness on visible and hidden shapes) is
 recorded as correct but untimed, and the incumbent stays, because no measurement shows it is faster.
@@ -64,6 +71,7 @@ RULE_INTERPRETER = "interpreter-correctness"
 RULE_INCUMBENT_FAILED = "incumbent-failed"
 RULE_GATE = "gate"
 RULE_SCREEN = "screen"
+RULE_TIMED_SCREEN = "timed-screen"      # the timing-only evaluation before the trials (agent/loop.py)
 
 
 @dataclass(frozen=True)

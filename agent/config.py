@@ -79,6 +79,12 @@ class AcceptanceConfig:
     screen_margin: float = 0.005
     """Relative: a first score within this fraction below the incumbent's still gets its A/B (one
     measurement each side is noisy; a real gain near the noise can read slightly low once)."""
+    timing_first: str = "auto"
+    """Time a candidate alone before its correctness trials, and reject it there when it reads below the
+    incumbent (timed the same way) by more than screen_margin: "auto" for the offline search on a GPU
+    (most of its moves are slower, and the trials are most of a full evaluation), "always", or "never"
+    (every candidate gets the full evaluation first; an LLM's broken kernel is then told its correctness
+    failure, not that it was slow). A candidate that passes the screen gets every gate before acceptance."""
     untimed: str = "keep-incumbent"
     """Without timing (the interpreter): "keep-incumbent" (nothing can be shown faster) or "accept-correct"
     (a changed candidate that passes every gate replaces the incumbent; for tests and demos of the loop)."""
@@ -218,6 +224,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
     cfg = _build(Config, data)
     if cfg.ceilings not in ("calibrated", "datasheet"):
         raise ConfigError(f"ceilings={cfg.ceilings!r}; choose calibrated or datasheet")
+    if cfg.acceptance.timing_first not in ("auto", "always", "never"):
+        raise ConfigError(f"acceptance.timing_first={cfg.acceptance.timing_first!r}; choose auto, always or never")
     if cfg.acceptance.untimed not in ("keep-incumbent", "accept-correct"):
         raise ConfigError(f"acceptance.untimed={cfg.acceptance.untimed!r}; choose keep-incumbent or accept-correct")
     _check_ranges(cfg)
@@ -232,6 +240,7 @@ _RANGES = (
     ("sandbox.dsl_threshold", 0, 1, True, "give a share in [0, 1], e.g. 0.9"),
     ("sandbox.gpu_memory_fraction", 0, 1, False, "give a share in (0, 1], e.g. 0.9"),
     ("sandbox.counter_shapes", 0, None, True, "give 0 or more shapes"),
+    ("sandbox.gpu_spares", 1, None, True, "give at least 1 spare GPU worker (2 is the default)"),
     ("dropout.patience", 1, None, True, "give at least 1 iteration"),
     ("dropout.p", 0, 1, True, "give a fraction in [0, 1), e.g. 0.5"),
     ("llm.timeout_s", 0, None, False, "give a positive number of seconds, e.g. 120"),

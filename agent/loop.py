@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, Decision, ab_decision, confirm_decision,
+from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, RULE_TIMED_SCREEN, Decision, ab_decision, confirm_decision,
                               correctness_only_decision, measure_ab, median_attainment, one_worker_decision,
                               review_flags, run_score, screen_decision)
 from agent import records as R
@@ -173,6 +173,8 @@ class Loop:
         self.final_proposal = False
         self.last_lesson = ""
         self.gave_up = False
+        self._timed_for: str | None = None         # the incumbent whose timing-only score _timed_score is
+        self._timed_score: float | None = None
 
     @property
     def writing(self) -> bool:
@@ -221,15 +223,63 @@ class Loop:
         todo = [k for k, p in enumerate(proposals) if p.source is not None and notes[k] is None]
         if todo and not st.interpreter and hasattr(self.proposer, "prefetch"):
             self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times these
+        screened: dict[int, Decision] = {}
         for n, k in enumerate(todo):
             self._show(first + k, "evaluating" + (f" sample {n + 1}/{len(todo)}" if len(todo) > 1 else ""))
+            if self._timing_first():
+                light = self._timed_screen(proposals[k].source, shas[k], first + k)
+                if light is not None:
+                    results[k], screened[k] = light
+                    continue
             results[k], _ = self._evaluate(proposals[k].source, shas[k], "candidate", first + k, full=True)
             for flag in review_flags(st.incumbent_result, results[k]):
                 results[k].flags.append(flag)
                 self.progress.message(f"review: {flag}")
-        best = self._best_sample(results, todo)
+        best = self._best_sample(results, [k for k in todo if k not in screened])
         for k, proposal in enumerate(proposals):
-            self._conclude(first + k, k, proposal, shas[k], notes[k], results, best, len(todo))
+            self._conclude(first + k, k, proposal, shas[k], notes[k], results, best, len(todo), screened.get(k))
+
+    # ---- timing first: the cheap measurement before the expensive gates ------------------------------
+    def _timing_first(self) -> bool:
+        """acceptance.timing_first: "auto" for a proposer that asks for it (the offline search, whose
+        candidates are mostly slower moves) on a GPU; "always"; "never"."""
+        mode = self.cfg.acceptance.timing_first
+        if mode == "never" or self.writing or self.st.incumbent_result is None:
+            return False
+        if mode == "always":
+            return True
+        return bool(getattr(self.proposer, "timing_first", False)) and not self.st.interpreter
+
+    def _timed_screen(self, source: str, sha: str, it: int) -> tuple[EvalResult, Decision] | None:
+        """Time the candidate alone (its attribution gate included, no correctness trials) and compare it
+        with the incumbent timed the same way. A candidate clearly slower is rejected here, before the
+        correctness and hold-out trials that cost most of a full evaluation; a candidate that fails a gate
+        of this evaluation is rejected at that gate. None: it goes on to the full evaluation, every gate, and
+        only then to acceptance, so nothing is accepted that the full rule would reject."""
+        bar = self._incumbent_timed(it)
+        if bar is None:
+            return None
+        light, _ = self._evaluate(source, sha, "screen", it, full=False)
+        if not light.accepted:
+            return light, Decision(False, RULE_GATE, f"rejected at {light.failed_stage or 'sandbox'} (timed first)")
+        first = self.score(light)
+        if first is None:
+            return None
+        decision = screen_decision(first, bar, self.cfg.acceptance.screen_margin)
+        if decision is None:
+            return None
+        return light, Decision(False, RULE_TIMED_SCREEN, f"timed first: {decision.reason}; the correctness trials were "
+                                                   f"not run (a slower kernel cannot be accepted)",
+                               candidate=decision.candidate)
+
+    def _incumbent_timed(self, it: int) -> float | None:
+        """The incumbent's score from a timing-only evaluation like the candidates' (like against like),
+        measured once per incumbent."""
+        st = self.st
+        if self._timed_for != st.incumbent_sha:
+            res, _ = self._evaluate(st.incumbent_source, st.incumbent_sha, "screen_incumbent", it, full=False)
+            self._timed_for, self._timed_score = st.incumbent_sha, (self.score(res) if res.accepted else None)
+        return self._timed_score
 
     def _round_size(self) -> int:
         """`samples`, but never past the iteration budget (each sample is an iteration)."""
@@ -266,7 +316,7 @@ class Loop:
         return -max(timed)[1] if timed else passed[0]
 
     def _conclude(self, it: int, k: int, proposal: Proposal, sha: str, note: str | None, results: list,
-                  best: int | None, evaluated: int) -> None:
+                  best: int | None, evaluated: int, screened: Decision | None = None) -> None:
         result = results[k]
         if proposal.source is None:
             why = lesson(None, accepted=False, error=proposal.error or "the proposer returned no source")
@@ -278,7 +328,9 @@ class Loop:
             rec = IterationRecord(it, sha, proposal.changed, proposal.why, "rejected", "duplicate", None, {}, note)
             return self._commit(rec, proposal, EvalResult(op=self.plan.op, reasons=[note]),
                                 Decision(False, "duplicate", note), sha, evaluated=False)
-        if k == best or not result.accepted:
+        if screened is not None:
+            decision = screened
+        elif k == best or not result.accepted:
             decision = self._decide(result, proposal.source, sha, it)
         else:
             decision = Decision(False, RULE_SAMPLE, f"sample #{it - k + best} of this round scored higher "

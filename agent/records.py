@@ -89,7 +89,7 @@ class RunStart:
 class Evaluation:
     kind: ClassVar[str] = "evaluation"
     iteration: int
-    role: str                           # seed | candidate | ab_incumbent | ab_candidate | baseline:NAME
+    role: str        # seed | candidate | screen | screen_incumbent | ab_incumbent | ab_candidate | ab_confirm | baseline:NAME
     result: dict                        # EvalResult.to_json()
     repeat: int = 0
     source_sha256: str | None = None

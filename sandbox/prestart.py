@@ -1,9 +1,12 @@
 """Pre-started workers: the next evaluation's process is spawned while the current one runs.
 
 A worker spends seconds before it can take a request: Python start-up, `import torch, triton`, and on a
-GPU the CUDA context. A `WorkerPool` starts one spare worker per kind (interpreter or GPU, network
-namespace or not) as soon as it hands one out, so that cost overlaps the current evaluation instead of
-adding to the next. Trust is unchanged: a spare has run no candidate code (it has only imported torch
+GPU the CUDA context. A `WorkerPool` keeps spare workers per kind (interpreter or GPU, network
+namespace or not) and starts a new one as soon as it hands one out, so that cost overlaps the current
+evaluation instead of adding to the next. A GPU worker's start (imports, CUDA context, the profiler's
+CUPTI start-up) took ~10 s on the H200, longer than a timing-only evaluation (3-4 s), so GPU workers keep
+`gpu_spares` ready (two by default); interpreter workers keep one, because on a small CPU host more
+spares would take the cores the interpreter runs on. Trust is unchanged: a spare has run no candidate code (it has only imported torch
 and triton and, on a GPU, created its context); every evaluation still takes a fresh process and kills
 it at the end; a spare that died while waiting is replaced, never reused.
 
@@ -16,9 +19,11 @@ from sandbox.isolation import WorkerProcess
 
 
 class WorkerPool:
-    def __init__(self, *, prestart: bool = True):
-        self.prestart = prestart
-        self._spares: dict[tuple[bool, bool], WorkerProcess] = {}
+    def __init__(self, *, prestart: bool = True, gpu_spares: int = 2):
+        if gpu_spares < 1:
+            raise ValueError(f"gpu_spares={gpu_spares}: at least 1 (turn pre-starting off with prestart=False)")
+        self.prestart, self.gpu_spares = prestart, gpu_spares
+        self._spares: dict[tuple[bool, bool], list[WorkerProcess]] = {}
         self.started = 0           # workers spawned (for tests and the stage breakdown)
 
     def _spawn(self, interpreter: bool, network_namespace: bool, timeout_s: float) -> WorkerProcess:
@@ -30,25 +35,31 @@ class WorkerPool:
              ) -> tuple[WorkerProcess, bool]:
         """(a started worker armed with `timeout_s`, whether it was pre-started); starts the next spare."""
         key = (bool(interpreter), bool(network_namespace))
-        worker = self._spares.pop(key, None)
-        if worker is not None and not worker.alive():
-            worker.close()
-            worker = None
+        spares = self._spares.setdefault(key, [])
+        worker = None
+        while spares and worker is None:      # the oldest first: it has had the longest to get ready
+            worker = spares.pop(0)
+            if not worker.alive():
+                worker.close()
+                worker = None
         prestarted = worker is not None
         if worker is None:
             worker = self._spawn(interpreter, network_namespace, timeout_s)
         worker.arm(timeout_s)
         if self.prestart:
+            want = 1 if interpreter else self.gpu_spares
             try:
-                self._spares[key] = self._spawn(interpreter, network_namespace, timeout_s)
+                while len(spares) < want:
+                    spares.append(self._spawn(interpreter, network_namespace, timeout_s))
             except OSError:
-                pass   # no spare this time; the next take spawns one itself
+                pass   # fewer spares this time; the next take spawns what is missing
         return worker, prestarted
 
     def close(self) -> None:
         """Kill every spare (they never ran candidate code; nothing is lost)."""
-        for worker in self._spares.values():
-            worker.close()
+        for spares in self._spares.values():
+            for worker in spares:
+                worker.close()
         self._spares.clear()
 
     def __enter__(self) -> "WorkerPool":

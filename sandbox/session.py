@@ -29,7 +29,7 @@ class Sandbox:
                  operator_dir: str | None = None):
         settings.validate()
         self.settings, self.operator_dir = settings, operator_dir
-        self.pool = WorkerPool(prestart=settings.prestart)
+        self.pool = WorkerPool(prestart=settings.prestart, gpu_spares=settings.gpu_spares)
         self.cache = CompileCache(cache_dir) if settings.compile_cache else None
 
     def __call__(self, req: EvalRequest, **options) -> EvalResult:

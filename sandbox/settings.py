@@ -37,6 +37,9 @@ class SandboxSettings:
     prestart: bool = True
     """Start the next worker (imports done, CUDA context up) while the current evaluation runs. Every
     candidate still gets a fresh process; a started worker has run no candidate code."""
+    gpu_spares: int = 2
+    """GPU workers kept started ahead (sandbox/prestart.py): one takes ~10 s to get ready on the H200, more
+    than a timing-only evaluation, so a single spare would still leave evaluations waiting."""
     compile_cache: bool = True
     """One Triton cache directory per candidate source (sha256), shared by the evaluations of that source
     in a run and sealed after its first evaluation (sandbox/compile_cache.py); off: the worker's private
@@ -53,6 +56,9 @@ class SandboxSettings:
         if self.trials < 1:
             raise ValueError(f"sandbox.trials={self.trials}: at least 1 correctness trial per shape is needed "
                              f"(3 is the default)")
+        if self.gpu_spares < 1:
+            raise ValueError(f"sandbox.gpu_spares={self.gpu_spares}: at least 1 (2 is the default; turn "
+                             f"pre-starting off with sandbox.prestart=false)")
         if self.holdout_trials < 1:
             raise ValueError(f"sandbox.holdout_trials={self.holdout_trials}: at least 1 (the default)")
         if not 0 < self.gpu_memory_fraction <= 1:

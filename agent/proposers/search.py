@@ -160,6 +160,7 @@ class Move:
 
 class SearchProposer:
     name = "search"
+    timing_first = True     # most moves are slower: time them before the correctness trials (agent/loop.py)
 
     def __init__(self, cfg: Any = None, seed: int | None = None, alternatives: list[str] | None = None,
                  compile_fn: CompileFn | None = None, max_workers: int | None = None,

@@ -298,7 +298,7 @@ def test_a_spare_that_died_is_replaced_not_reused():
     from sandbox.prestart import WorkerPool
     with WorkerPool() as pool:
         w1, pre1 = pool.take(interpreter=True, timeout_s=60.0)
-        spare = next(iter(pool._spares.values()))
+        spare = next(iter(pool._spares.values()))[0]
         spare.kill_group()
         w2, pre2 = pool.take(interpreter=True, timeout_s=60.0)
         assert (pre1, pre2) == (False, False) and w2 is not spare and w2.proc.pid != w1.proc.pid
@@ -313,3 +313,41 @@ def test_precompile_runs_lint_and_compile_only_for_each_source(op_dir):
     assert ok.accepted and ok.compile_info.get("kernels"), ok.reasons
     assert not ok.shapes[0].max_abs_err                      # no correctness trial ran
     assert broken.failed_stage == "lint"
+
+
+def test_the_pool_keeps_gpu_spares_per_kind_and_one_interpreter_spare(monkeypatch):
+    """GPU workers keep `gpu_spares` started ahead (their start outlasts a timing-only evaluation);
+    interpreter workers one. Spawning is replaced by a recorder: this checks the bookkeeping, not processes."""
+    from sandbox.prestart import WorkerPool
+
+    class Fake:
+        def __init__(self, interpreter):
+            self.interpreter, self.armed, self.closed = interpreter, None, False
+
+        def alive(self):
+            return not self.closed
+
+        def arm(self, timeout_s):
+            self.armed = timeout_s
+
+        def close(self):
+            self.closed = True
+
+    pool = WorkerPool(gpu_spares=3)
+    monkeypatch.setattr(pool, "_spawn", lambda interpreter, ns, t: Fake(interpreter))
+    first, pre = pool.take(interpreter=False, timeout_s=5.0)
+    assert pre is False and len(pool._spares[(False, True)]) == 3
+    oldest = pool._spares[(False, True)][0]
+    second, pre = pool.take(interpreter=False, timeout_s=5.0)
+    assert pre is True and second is oldest and second.armed == 5.0 and len(pool._spares[(False, True)]) == 3
+    pool.take(interpreter=True, timeout_s=5.0)
+    assert len(pool._spares[(True, True)]) == 1
+    waiting = list(pool._spares[(False, True)]) + list(pool._spares[(True, True)])
+    waiting[0].closed = True                  # a spare that died while waiting is skipped, never handed out
+    third, _ = pool.take(interpreter=False, timeout_s=5.0)
+    assert third is waiting[1]
+    waiting = list(pool._spares[(False, True)]) + list(pool._spares[(True, True)])
+    pool.close()
+    assert pool._spares == {} and all(w.closed for w in waiting) and not first.closed and not second.closed
+    with pytest.raises(ValueError, match="gpu_spares=0"):
+        WorkerPool(gpu_spares=0)

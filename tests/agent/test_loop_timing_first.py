@@ -1,0 +1,60 @@
+"""Timing first (acceptance.timing_first): a candidate is timed alone before its correctness trials; a
+clearly slower one stops there, every other one still gets every gate before acceptance. The real
+sandbox under the interpreter decides the gates; the timing model of test_loop scores what passes."""
+from __future__ import annotations
+
+import pytest
+from test_loop import (RecordingProposer, ScoredSandbox, _scale_rows, config, iteration_bodies, make_candidates,
+                       make_loop, seed_source)
+
+from agent.budget import BudgetLimits
+from agent.config import ConfigError, load_config
+
+pytestmark = pytest.mark.interpreter
+
+
+class SearchLike(RecordingProposer):
+    timing_first = True
+
+
+def _run(tmp_path, mode):
+    c = make_candidates(tmp_path / "cands")
+    c["quarter.py"] = tmp_path / "cands" / "quarter.py"      # slower than the seed, and than faster.py
+    c["quarter.py"].write_text(_scale_rows(seed_source(), 0.25))
+    proposer = SearchLike([str(c["slower.py"]), str(c["wrong.py"]), str(c["faster.py"]), str(c["quarter.py"])])
+    scored = ScoredSandbox()
+    loop, audit = make_loop(tmp_path, proposer, cfg=config(tmp_path, f"acceptance.timing_first={mode}"),
+                            evaluate=scored, limits=BudgetLimits(iterations=4))
+    loop.run()
+    return scored, iteration_bodies(audit), c
+
+
+def test_a_slower_candidate_stops_at_its_timing_and_the_rest_get_every_gate(tmp_path):
+    scored, bodies, c = _run(tmp_path, "always")
+    recs = [b["record"] for b in bodies]
+    got = [(r["iteration"], r["verdict"], r["failed_stage"], (b.get("decision") or {}).get("rule"))
+           for r, b in zip(recs, bodies)]
+    assert got[1] == (1, "rejected", "acceptance", "timed-screen"), got
+    assert "correctness trials were not run" in recs[1]["lesson"]
+    assert got[2][:3] == (2, "rejected", "correctness"), got          # timed fine, then failed its trials
+    assert got[3][:2] == (3, "accepted"), got
+    assert got[4][3] == "timed-screen", got                           # against the new incumbent, timed anew
+    full = [q for q in scored.requests if q.correctness]
+    sources = [q.source for q in full]
+    assert c["slower.py"].read_text() not in sources                  # never given the full evaluation
+    assert c["wrong.py"].read_text() in sources and c["faster.py"].read_text() in sources
+    # the incumbent is timed alone once per incumbent: the seed, then the accepted kernel
+    light = [q.source for q in scored.requests if not q.correctness]
+    assert light.count(c["faster.py"].read_text()) >= 2                # as a candidate, then as the incumbent
+
+
+def test_never_gives_every_candidate_the_full_evaluation_first(tmp_path):
+    scored, bodies, c = _run(tmp_path, "never")
+    rules = [(b.get("decision") or {}).get("rule") for b in bodies]
+    assert "timed-screen" not in rules
+    assert sum(q.correctness for q in scored.requests) == 1 + 4      # the seed and every candidate
+
+
+def test_an_unknown_mode_is_refused_with_the_choices(tmp_path):
+    with pytest.raises(ConfigError, match="timing_first='sometimes'; choose auto, always or never"):
+        load_config(None, [f"home={tmp_path}", "acceptance.timing_first=sometimes"])
