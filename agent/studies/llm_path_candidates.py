@@ -56,8 +56,9 @@ RECIPES: dict[str, Recipe] = {
         # Not warps_double: its measured 0.598 (vs the seed's 0.719, benchmarks/results/h200_records) was on
         # the H 4096-8192 hot set of that day. Today's hot shapes are H 512/1536, where doubled warps still
         # give each thread one 16-byte vector and the latency-bound decode shapes (89% of the hot weight)
-        # would time alike. The two-pass path makes every row two dependent DRAM round trips (x, then w
-        # with the second read of x) instead of one, on every hot shape.
+        # are expected to time alike (not measured on today's set). The two-pass path makes every row at
+        # least two dependent memory round trips (x, then w with the second read of x) instead of one, and
+        # walks the chunks of a row one after another, on every hot shape.
         start=Detune(top={"max_block_h": 256}),
         start_why="rows wider than 256 take the two-pass chunked path (sum of squares, then normalize, "
                   "re-reading x): one more dependent memory round trip on every hot shape",
