@@ -4,11 +4,12 @@
     python -m agent.studies.recovery --op rms_norm --gpu-minutes 5 --samples 4 --out /tmp/recovery-rms
 
 One process does it all (issue 9, item 6):
-1. the start: the operator's seed with its worst valid config. For fused_moe that is the lowest-scoring
-   config of the measured table benchmarks/results/moe_search_records/table.json (one flat config,
-   set into every bucket and both GEMMs, as the table measured it); for an operator without a table,
-   `--bad NAME=VALUE` pairs set every CONFIGS leaf of that name (default for rms_norm and
-   silu_and_mul: ROWS=1, num_warps=1: one row per program with one warp, far from the tuned table);
+1. the start: the operator's seed with its worst valid config from a measured table. For fused_moe that
+   is the lowest-scoring config of benchmarks/results/moe_search_records/table.json (one flat config,
+   set into every bucket and both GEMMs, as the table measured it); for silu_and_mul, gemm and rms_norm
+   the seed variant (agent/studies/seed_variants.py) with the lowest weighted attainment in the H200
+   table benchmarks/results/h200_records/records.json; `--bad NAME=VALUE` pairs instead set every
+   CONFIGS leaf of that name (for an operator without a table);
 2. the tuned seed, evaluated once here (full gates, CUDA-graph timing): the target;
 3. `aka optimize --op OP --shape-set hot --seed-kernel start.py --gpu-minutes G --samples S`, a real
    run in a subprocess with its own home (audit trail, runs/) under --out;
@@ -29,8 +30,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MOE_TABLE = ROOT / "benchmarks" / "results" / "moe_search_records" / "table.json"
+VARIANT_TABLE = ROOT / "benchmarks" / "results" / "h200_records" / "records.json"
+# for an operator whose table does not cover today's hot shapes (rms_norm's hot set moved to the MLA latent
+# norms after the table was measured): one row per program with one warp, far from the tuned table
 DEFAULT_BAD = {"rms_norm": {"ROWS": 1, "num_warps": 1}, "silu_and_mul": {"ROWS": 1, "num_warps": 1}}
 TARGET_SHARE = 0.95
+MIN_COVERAGE = 0.75     # share of today's hot shapes the variant table must have timed
 
 
 def worst_valid_config(table: dict) -> tuple[dict, float]:
@@ -61,11 +66,69 @@ def set_everywhere(source: str, values: dict) -> str:
     return apply_config(source, config)
 
 
-def start_source(op: str, seed: str, bad: dict | None) -> tuple[str, str]:
-    """(source, how it was made)."""
+def worst_variant(records: list[dict], op: str, hot_ids: set[str]) -> tuple[str, float, float] | None:
+    """(name, its weighted attainment, the seed's) of the seed variant the table measured lowest for `op`;
+    None when the table has no variant of `op` timed on every shape, or its shapes cover fewer than
+    MIN_COVERAGE of `hot_ids` (a table of other shapes says little about how bad the variant is on these)."""
+    rows: dict[str, dict[str, dict]] = {}
+    for r in records:
+        if r.get("op") == op and r.get("kind") in ("seed", "variant"):
+            rows.setdefault(r["impl"], {})[r["shape"]] = r
+    if not hot_ids or len(hot_ids & set(rows.get("seed", {}))) < MIN_COVERAGE * len(hot_ids):
+        return None
+
+    def weighted(by_shape: dict[str, dict]) -> float | None:
+        num = den = 0.0
+        for r in by_shape.values():
+            t = r.get("t_us")
+            if not isinstance(t, (int, float)) or not t > 0 or r.get("error"):
+                return None
+            ref = max(r.get("t_roof_us") or 0.0, r.get("t_floor_us") or 0.0)
+            num, den = num + r["weight"] * min(1.0, ref / t), den + r["weight"]
+        return num / den if den else None
+
+    seed = weighted(rows.get("seed", {}))
+    scored = [(weighted(v), name) for name, v in rows.items() if name.startswith("seed:")
+              and set(v) == set(rows.get("seed", {}))]
+    scored = [(w, name) for w, name in scored if w is not None]
+    if seed is None or not scored:
+        return None
+    w, name = min(scored)
+    return name.split(":", 1)[1], w, seed
+
+
+def apply_variant(source: str, op: str, name: str) -> str:
+    """The seed with one of agent/studies/seed_variants.py's variants applied to its CONFIGS literal."""
+    import copy
+    from agent.proposers.search_space import apply_config, read_configs
+    from agent.studies.seed_variants import VARIANTS, set_path
+    edits = dict(VARIANTS.get(op, [])).get(name)
+    if edits is None:
+        raise SystemExit(f"no seed variant {name!r} for {op} in agent/studies/seed_variants.py")
+    config = copy.deepcopy(read_configs(source).value)
+    if callable(edits):
+        edits(config)
+    else:
+        for path, value in edits.items():
+            set_path(config, path, value)
+    return apply_config(source, config)
+
+
+def start_source(op: str, seed: str, bad: dict | None, hot_ids: set[str] | None = None) -> tuple[str, str]:
+    """(source, how it was made); `hot_ids`: the shapes the run scores (default: the operator's hot set)."""
     if bad is None and op == "fused_moe":
         config, score = worst_valid_config(json.loads(MOE_TABLE.read_text()))
         return set_everywhere(seed, config), f"worst valid config of {MOE_TABLE.name} (score {score:.3f}): {config}"
+    if bad is None and VARIANT_TABLE.exists():
+        if hot_ids is None:
+            from benchmarks.registry import load_operator
+            hot_ids = {s.id for s in load_operator(op).select("hot")}
+        worst = worst_variant(json.loads(VARIANT_TABLE.read_text())["records"], op, hot_ids)
+        if worst is not None:
+            name, w, seed_w = worst
+            return apply_variant(seed, op, name), (f"seed variant {name!r}, the lowest of {VARIANT_TABLE.parent.name}/"
+                                                   f"{VARIANT_TABLE.name} (weighted attainment {w:.3f}; the seed "
+                                                   f"then {seed_w:.3f})")
     bad = bad or DEFAULT_BAD.get(op)
     if not bad:
         raise SystemExit(f"no default bad config for {op}: pass --bad NAME=VALUE (e.g. --bad num_warps=1)")

@@ -38,3 +38,27 @@ def test_other_operators_start_detuned_and_a_name_that_matches_nothing_is_refuse
     assert all((b["ROWS"], b["num_warps"]) == (1, 1) for b in read_configs(src).value["by_block_h"].values())
     with pytest.raises(SystemExit, match="match no tunable"):
         start_source("rms_norm", _seed("rms_norm"), {"BLOCK_Q": 4})
+
+
+def _rec(impl, shape, t, weight=1.0, kind="variant"):
+    return {"op": "silu_and_mul", "impl": impl, "kind": kind, "shape": shape, "t_us": t, "t_roof_us": 1.0,
+            "t_floor_us": 0.5, "weight": weight}
+
+
+def test_the_worst_variant_is_the_lowest_weighted_and_needs_the_hot_shapes_timed():
+    from agent.studies.recovery import worst_variant
+    recs = [_rec("seed", "a", 1.0, kind="seed"), _rec("seed", "b", 2.0, kind="seed"),
+            _rec("seed:x", "a", 2.0), _rec("seed:x", "b", 2.0),          # (0.5 + 0.5) / 2
+            _rec("seed:y", "a", 1.0), _rec("seed:y", "b", 8.0, weight=3.0),   # (1 + 3 * 0.125) / 4
+            _rec("seed:z", "a", 9.0)]                                     # one shape missing: not comparable
+    name, w, seed = worst_variant(recs, "silu_and_mul", {"a", "b"})
+    assert name == "y" and abs(w - 1.375 / 4) < 1e-12 and abs(seed - 0.75) < 1e-12
+    assert worst_variant(recs, "silu_and_mul", {"c", "d", "e", "a"}) is None     # the table timed other shapes
+    assert worst_variant(recs, "rms_norm", {"a"}) is None
+
+
+def test_silu_starts_from_the_measured_tables_worst_variant():
+    src, how = start_source("silu_and_mul", _seed("silu_and_mul"), None)
+    assert "seed variant" in how and "records.json" in how
+    assert src != _seed("silu_and_mul")
+    assert lint_source(src, "silu_and_mul", load_operator("silu_and_mul").arg_names).ok
