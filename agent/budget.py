@@ -81,3 +81,20 @@ def exhausted(limits: BudgetLimits, used: BudgetUsed) -> str | None:
         if limit is not None and value >= limit:
             return f"{name} budget reached: used {fmt.format(value)} of {limit:g}"
     return None
+
+
+def gpu_forecast_stop(limit_minutes: float | None, used_gpu_s: float, round_gpu_s: list[float]) -> str | None:
+    """Stop before a round the GPU budget cannot hold: when less than half of a typical round's GPU time
+    (the median of this run's rounds so far, two or more) is left. A round is never cut short (its
+    evaluation would be lost), so without this a run of 110 s rounds (fused_moe from a badly tuned start
+    on the H200) overran a 4.5 GPU-minute budget by 2.5 minutes; with it, the overrun is at most about half
+    a round and the expected use is the budget."""
+    if limit_minutes is None or len(round_gpu_s) < 2:
+        return None
+    import statistics
+    left = limit_minutes * 60 - used_gpu_s
+    typical = statistics.median(round_gpu_s)
+    if 0 < left < typical / 2:
+        return (f"GPU minutes budget nearly reached: {left / 60:.2f} of {limit_minutes:g} left, less than half of "
+                f"this run's typical round ({typical / 60:.2f} GPU-minutes); stopped rather than overrun it")
+    return None

@@ -70,6 +70,17 @@ def stage_medians(evaluations: list[dict]) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
+def compact_records(evaluations: list[dict], iterations: list[dict]) -> dict:
+    """The run's evaluations and iterations without the bulky result bodies (for benchmarks/results/)."""
+    evs = [{"iteration": e["iteration"], "role": e["role"], "verdict": (e.get("result") or {}).get("verdict"),
+            "failed_stage": (e.get("result") or {}).get("failed_stage"), "gpu_s": round(float(e.get("gpu_s") or 0), 3),
+            "stage_s": {k: round(float(v), 3) for k, v in (e.get("result") or {}).get("stage_times") or []}}
+           for e in evaluations]
+    its = [{k: r.get(k) for k in ("iteration", "verdict", "failed_stage", "score", "accepted", "changed", "lesson")}
+           for r in iterations]
+    return {"evaluations": evs, "iterations": its}
+
+
 def read_run(audit_db: Path, run_prefix: str | None) -> tuple[str, list[dict], list[dict], dict | None]:
     from agent.audit import Audit
     with Audit(audit_db) as audit:
@@ -85,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("audit_db", type=Path)
     ap.add_argument("--run", default=None, help="a run id or its prefix (default: the last run)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--records", type=Path, default=None, help="also write every evaluation (role, verdict, GPU "
+                    "seconds, stage times) and iteration (verdict, score, change, lesson) of the run, compactly")
     args = ap.parse_args(argv)
     if not args.audit_db.is_file():
         print(f"no audit database at {args.audit_db}", file=sys.stderr)
@@ -93,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"run_id": run_id, **summarize(evals, iters, used)}
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
+    if args.records:
+        args.records.write_text(json.dumps(compact_records(evals, iters), indent=0))
     for role, stages in report["stage_median_s"].items():
         if stages:
             print(f"{role} evaluations, median stage times:")

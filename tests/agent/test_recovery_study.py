@@ -62,3 +62,9 @@ def test_silu_starts_from_the_measured_tables_worst_variant():
     assert "seed variant" in how and "records.json" in how
     assert src != _seed("silu_and_mul")
     assert lint_source(src, "silu_and_mul", load_operator("silu_and_mul").arg_names).ok
+
+
+def test_the_ratio_compares_medians_of_full_evaluations_only():
+    from agent.studies.recovery import like_for_like_ratio
+    assert like_for_like_ratio([0.70, 0.74], [0.68, 0.72]) == pytest.approx(0.72 / 0.70)
+    assert like_for_like_ratio([], [0.7]) is None and like_for_like_ratio([0.7], []) is None
