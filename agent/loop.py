@@ -433,16 +433,21 @@ class Loop:
             step(self.st, rec, self.audit.source)
         return out
 
-    def _request(self, source: str, full: bool, baseline: str | None = None):
+    def _request(self, source: str, full: bool, baseline: str | None = None, private: bool = False):
+        """A candidate's compile cache starts from the incumbent's sealed one (the specializations it did not
+        change are not compiled again); a winner's fresh confirmation (`private`) compiles from its own source."""
         from sandbox import EvalRequest
+        inc = self.st.incumbent_source
+        seed_from = inc if inc and not baseline and not private and source != inc else None
         return EvalRequest(op=self.plan.op, source=source, shapes=tuple(self.plan.shapes), hardware=self.plan.hardware,
-                           settings=self.cfg.sandbox, timing=True, correctness=full, baseline=baseline)
+                           settings=self.cfg.sandbox, timing=True, correctness=full, baseline=baseline,
+                           compile_cache_from=seed_from, private_compile=private)
 
     def _evaluate(self, source: str, sha: str, role: str, it: int, full: bool, repeat: int = 0,
-                  baseline: str | None = None) -> tuple[EvalResult, int]:
+                  baseline: str | None = None, private: bool = False) -> tuple[EvalResult, int]:
         t0 = time.monotonic()
         try:   # no seed: the sandbox draws fresh inputs and hidden shapes every time, and records neither
-            result = self.evaluate(self._request(source, full, baseline))
+            result = self.evaluate(self._request(source, full, baseline, private))
         except Exception as e:   # a harness bug: recorded as a failed evaluation, the loop goes on
             result = EvalResult(op=self.plan.op, reasons=[f"sandbox raised {type(e).__name__}: {e}"],
                                 flags=["harness error"], interpreter=self.st.interpreter)
@@ -486,7 +491,7 @@ class Loop:
             decision = one_worker_decision(series, self.plan.shapes, self.plan.hardware, self.plan.op,
                                            self.cfg.acceptance)
             if decision.accept:
-                fresh, _ = self._evaluate(source, sha, "ab_confirm", it, False, 1)
+                fresh, _ = self._evaluate(source, sha, "ab_confirm", it, False, 1, private=True)
                 decision = confirm_decision(decision, self.score(fresh) if fresh.accepted else None,
                                             self.cfg.acceptance.screen_margin)
             return decision

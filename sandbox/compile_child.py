@@ -201,6 +201,15 @@ def compile_one(item: dict, module, target, on_device: bool, read_sass: bool = F
     except Exception as exc:   # a bad candidate is data: report the error, keep going
         result["error"] = f"kernel {name}: {first_useful_line(exc, module)}"
         return result
+    return describe_compiled(kernel, name, getattr(target, "arch", 0), on_device, read_sass)
+
+
+def describe_compiled(kernel, name: str, arch: int, on_device: bool, read_sass: bool = False) -> dict:
+    """What the compile gate reports of one CompiledKernel, whether compiled here or returned by the launch
+    that ran it (sandbox.compile.LaunchRecorder.compiled): registers, spills, shared memory, features, and
+    an error when the kernel needs more shared memory than sm_<arch> has."""
+    result = {"name": name, "registers": None, "spills_bytes": None, "shared_bytes": None,
+              "features": [], "error": None}
     usage, sass = cubin_facts(kernel.asm.get("cubin", b""), kernel.metadata.name, sass=read_sass)
     registers = usage.get("REG")
     spills = usage.get("STACK", 0) + usage.get("LOCAL", 0) if usage else None
@@ -214,9 +223,9 @@ def compile_one(item: dict, module, target, on_device: bool, read_sass: bool = F
     result.update(registers=registers, spills_bytes=spills, shared_bytes=shared,
                   features=list(features_of(kernel.asm.get("ptx", ""), sass)),
                   features_from="sass" if sass.strip() else "ptx")
-    limit = SHARED_LIMIT_BY_ARCH.get(getattr(target, "arch", 0))
+    limit = SHARED_LIMIT_BY_ARCH.get(arch)
     if limit is not None and shared > limit:
-        result["error"] = (f"kernel {name}: needs {shared} bytes of shared memory per block; sm_{target.arch} allows "
+        result["error"] = (f"kernel {name}: needs {shared} bytes of shared memory per block; sm_{arch} allows "
                            f"{limit}; reduce BLOCK sizes or num_stages")
     return result
 

@@ -139,9 +139,13 @@ class Conversation:
             path.write_text(text)
             paths.append(str(path))
         cache_dir = None
-        if self.cache is not None and sources and self.settings.compile_cache:
+        req = getattr(self, "req", None)
+        if getattr(req, "private_compile", False):
+            self.result.environment["compile_cache"] = "private: compiled from this source alone"
+        elif self.cache is not None and sources and self.settings.compile_cache:
             # two kernels in one worker (an A/B) share a directory of their own: neither reaches the other's
-            folder, note = self.cache.checkout("\0".join(sources))
+            seed_from = getattr(req, "compile_cache_from", None) if len(sources) == 1 else None
+            folder, note = self.cache.checkout("\0".join(sources), seed_from=seed_from)
             cache_dir = str(folder)
             self.result.environment["compile_cache"] = note
         return {"kind": "setup", "op": self.op, "operator_dir": self.operator_dir, "device": self.device,

@@ -52,6 +52,12 @@ class EvalRequest:
     baseline: str | None = None              # sandbox.baselines.BASELINES: score what users run instead
     seed: int | None = None                  # None: fresh random seeds (os.urandom) per evaluation
     interpreter: bool | None = None          # None: auto (no CUDA -> Triton interpreter)
+    # The source whose sealed compile cache this one's starts from (the run's incumbent: specializations this
+    # source did not change are not compiled again; sandbox/compile_cache.py). None: an empty directory.
+    compile_cache_from: str | None = None
+    # True: compile everything in the worker's private cache (a winner's fresh-process confirmation: its time
+    # never rests on binaries compiled for another source)
+    private_compile: bool = False
 
 
 def evaluate(req: EvalRequest, *, operator_dir: str | None = None, pool: WorkerPool | None = None,

@@ -46,6 +46,15 @@ def test_a_slower_candidate_stops_at_its_timing_and_the_rest_get_every_gate(tmp_
     # the incumbent is timed alone once per incumbent: the seed, then the accepted kernel
     light = [q.source for q in scored.requests if not q.correctness]
     assert light.count(c["faster.py"].read_text()) >= 2                # as a candidate, then as the incumbent
+    # a candidate's compile cache starts from the incumbent's; the incumbent's own requests start from nothing
+    seed = seed_source()
+    by_source = {}
+    for q in scored.requests:
+        by_source.setdefault(q.source, set()).add(q.compile_cache_from)
+    assert by_source[seed] == {None}
+    assert by_source[c["slower.py"].read_text()] == {seed} and by_source[c["wrong.py"].read_text()] == {seed}
+    assert by_source[c["quarter.py"].read_text()] == {c["faster.py"].read_text()}
+    assert not any(q.private_compile for q in scored.requests)          # no fresh confirmation without a GPU A/B
 
 
 def test_never_gives_every_candidate_the_full_evaluation_first(tmp_path):

@@ -349,3 +349,50 @@ def test_sass_is_disassembled_only_when_asked(kernels, tmp_path):
         assert k["error"] is None and k["registers"] and k["spills_bytes"] == 0, k
         got[sass] = k["features_from"]
     assert got == {False: "ptx", True: "sass"}
+
+
+_DESCRIBE_LAUNCHED = """
+import json, sys
+from pathlib import Path
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+sys.path.insert(0, sys.argv[2])
+from sandbox.compile import LaunchRecord, LaunchRecorder, _describe_launched, _request_items
+from sandbox.compile_child import _load_module, compile_one
+module = _load_module(sys.argv[1], 0)
+signature = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "scale": "fp32", "BLOCK": "constexpr"}
+kernel = triton.compile(ASTSource(fn=module._scale_kernel, signature=signature, constexprs={"BLOCK": 128}),
+                        target=GPUTarget("cuda", 90, 32))
+rec = LaunchRecorder()
+rec.records.append(LaunchRecord("_scale_kernel", signature, {"BLOCK": 128}, 4, 3))
+rec.functions["_scale_kernel"] = module._scale_kernel
+rec.compiled[0] = kernel
+launched = _describe_launched(rec, sass=False)[0]
+item = _request_items(rec)[0][0][1]
+fresh = compile_one(item, module, GPUTarget("cuda", 90, 32), on_device=False)
+print(json.dumps({"launched": launched, "fresh": fresh}))
+"""
+
+
+@pytest.mark.interpreter
+def test_a_launched_kernel_is_described_as_a_fresh_compile_of_it_would_be(kernels, tmp_path):
+    """On the device the compile gate reads the kernels the first run launched instead of compiling them again;
+    what it reports of them must be what a compile of the same specialization reports. A real kernel
+    compiled for sm_90 here stands in for the launched one (no GPU on this machine)."""
+    import json
+    import subprocess
+    from sandbox.compile import _child_env
+    from sandbox.compile_child import nvidia_tool
+    if nvidia_tool("cuobjdump") is None:
+        pytest.skip("no cuobjdump (triton's wheel ships one): resource usage cannot be read offline")
+    script = tmp_path / "describe.py"
+    script.write_text(_DESCRIBE_LAUNCHED)
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(script), kernels.__file__, str(root)], env=_child_env(), cwd=str(root),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    for key in ("name", "registers", "spills_bytes", "shared_bytes", "features", "error"):
+        assert got["launched"][key] == got["fresh"][key], (key, got)
+    assert got["launched"]["registers"] > 0

@@ -65,3 +65,41 @@ def test_an_owned_cache_removes_itself(tmp_path):
     cache.seal(SRC_A)
     cache.close()
     assert not cache.root.exists()
+
+
+def _sealed_incumbent(cache):
+    folder, _ = cache.checkout(SRC_A)
+    (folder / "key1").mkdir()
+    (folder / "key1" / "k.cubin").write_bytes(b"incumbent's cubin")
+    (folder / "key2.json").write_bytes(b"{}")
+    cache.seal(SRC_A)
+    return folder
+
+
+def test_a_new_source_starts_from_a_verified_copy_of_the_incumbents_sealed_cache(tmp_path):
+    cache = CompileCache(tmp_path)
+    inc = _sealed_incumbent(cache)
+    folder, note = cache.checkout(SRC_B, seed_from=SRC_A)
+    assert "verified copy" in note and "2 of 2 files" in note
+    assert (folder / "key1" / "k.cubin").read_bytes() == b"incumbent's cubin" and folder != inc
+    # the copy is the candidate's own: what it writes there never reaches the incumbent's directory
+    (folder / "key1" / "k.cubin").write_bytes(b"planted")
+    (folder / "new.cubin").write_bytes(b"x")
+    assert (inc / "key1" / "k.cubin").read_bytes() == b"incumbent's cubin" and not (inc / "new.cubin").exists()
+    assert "1 files verified" not in cache.checkout(SRC_A)[1] and "2 files verified" in cache.checkout(SRC_A)[1]
+
+
+def test_seeding_copies_only_files_that_match_the_manifest_and_only_into_a_fresh_directory(tmp_path):
+    cache = CompileCache(tmp_path)
+    inc = _sealed_incumbent(cache)
+    os.chmod(inc / "key1" / "k.cubin", 0o600)
+    (inc / "key1" / "k.cubin").write_bytes(b"tampered")             # altered after the seal
+    folder, note = cache.checkout(SRC_B, seed_from=SRC_A)
+    assert "1 of 2 files" in note and not (folder / "key1" / "k.cubin").exists()
+    # a directory that already holds this source's own compiles is not overwritten
+    (folder / "own.cubin").write_bytes(b"own")
+    _, note = cache.checkout(SRC_B, seed_from=SRC_A)
+    assert "verified copy" not in note and (folder / "own.cubin").read_bytes() == b"own"
+    # an unsealed incumbent gives nothing
+    _, note = CompileCache(tmp_path / "other").checkout(SRC_B, seed_from=SRC_A)
+    assert "not sealed" in note
