@@ -41,9 +41,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, RULE_TIMED_SCREEN, Decision, ab_decision, confirm_decision,
-                              correctness_only_decision, measure_ab, median_attainment, one_worker_decision,
-                              review_flags, run_score, screen_decision)
+from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, RULE_TIMED_SCREEN, Decision, ab_decision,
+                              confirm_decision, correctness_only_decision, measure_ab, median_attainment,
+                              one_worker_decision, review_flags, run_score, screen_decision)
 from agent import records as R
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted, gpu_forecast_stop
@@ -275,9 +275,9 @@ class Loop:
         decision = screen_decision(first, bar, self.cfg.acceptance.screen_margin)
         if decision is None:
             return None
-        return light, Decision(False, RULE_TIMED_SCREEN, f"timed first: {decision.reason}; the correctness trials were "
-                                                   f"not run (a slower kernel cannot be accepted)",
-                               candidate=decision.candidate)
+        why = (f"timed first: {decision.reason}; the correctness trials were not run (a slower kernel cannot be "
+               f"accepted)")
+        return light, Decision(False, RULE_TIMED_SCREEN, why, candidate=decision.candidate)
 
     def _incumbent_timed(self, it: int) -> float | None:
         """The incumbent's score from a timing-only evaluation like the candidates' (like against like),

@@ -34,7 +34,8 @@ def summarize(evaluations: list[dict], iterations: list[dict], used: dict | None
     for r in iterations:
         if r.get("is_seed"):
             continue
-        key = r.get("verdict") if r.get("accepted") or not r.get("failed_stage") else f"{r['verdict']}@{r['failed_stage']}"
+        stage = r.get("failed_stage")
+        key = r.get("verdict") if r.get("accepted") or not stage else f"{r['verdict']}@{stage}"
         verdicts[key] = verdicts.get(key, 0) + 1
     return {
         "evaluations_by_role": {k: {"n": len(v), "gpu_s": round(sum(v), 2),
