@@ -6,9 +6,9 @@ namespace or not) and starts a new one as soon as it hands one out, so that cost
 evaluation instead of adding to the next. A GPU worker's start (imports, CUDA context, the profiler's
 CUPTI start-up) took ~10 s on the H200, longer than a timing-only evaluation (3-4 s), so GPU workers keep
 `gpu_spares` ready (two by default); interpreter workers keep one, because on a small CPU host more
-spares would take the cores the interpreter runs on. Trust is unchanged: a spare has run no candidate code (it has only imported torch
-and triton and, on a GPU, created its context); every evaluation still takes a fresh process and kills
-it at the end; a spare that died while waiting is replaced, never reused.
+spares would take the cores the interpreter runs on. Trust is unchanged: a spare has run no candidate
+code (it has only imported torch and triton and, on a GPU, created its context); every evaluation still
+takes a fresh process and kills it at the end; a spare that died while waiting is replaced, never reused.
 
 The spare's start-up competes for host CPU with the current evaluation for a few seconds; device timing
 is read from CUDA events inside graph replays, so host load does not enter the scored time.
