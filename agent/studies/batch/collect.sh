@@ -1,0 +1,11 @@
+# Wait (at most $1 s) for the background driver, then copy finished steps (not yet copied) to $OUT.
+limit=${1:-560}; t0=$(date +%s)
+while [ $(( $(date +%s)-t0 )) -lt $limit ] && [ ! -e /tmp/res/all.done ]; do sleep 5; done
+cat /tmp/res/gpu.txt /tmp/res/steps.txt 2>/dev/null
+for f in /tmp/res/*.done; do
+  n=$(basename $f .done); [ "$n" = all ] && continue
+  [ -e /tmp/res/$n.copied ] && continue
+  cp /tmp/res/$n.tgz $OUT/ && touch /tmp/res/$n.copied
+done
+ls $OUT
+for n in rec_silu rec_moe llm opt_rms; do [ -e /tmp/res/$n/log ] && { echo "== $n"; tail -4 /tmp/res/$n/log; }; done
