@@ -7,6 +7,7 @@ is left, not a fresh allowance.
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass
 
 from agent.types import format_usd
@@ -91,7 +92,6 @@ def gpu_forecast_stop(limit_minutes: float | None, used_gpu_s: float, round_gpu_
     a round and the expected use is the budget."""
     if limit_minutes is None or len(round_gpu_s) < 2:
         return None
-    import statistics
     left = limit_minutes * 60 - used_gpu_s
     typical = statistics.median(round_gpu_s)
     if 0 < left < typical / 2:

@@ -89,7 +89,8 @@ class RunStart:
 class Evaluation:
     kind: ClassVar[str] = "evaluation"
     iteration: int
-    role: str        # seed | candidate | screen | screen_incumbent | ab_incumbent | ab_candidate | ab_confirm | baseline:NAME
+    # seed | candidate | screen | screen_incumbent | ab_incumbent | ab_candidate | ab_confirm | baseline:NAME
+    role: str
     result: dict                        # EvalResult.to_json()
     repeat: int = 0
     source_sha256: str | None = None

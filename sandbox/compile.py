@@ -251,12 +251,10 @@ def _describe_launched(recorder: LaunchRecorder, sass: bool) -> dict[int, dict]:
     cannot be described is left to the compile child (a new triton may name things differently)."""
     from sandbox.compile_child import describe_compiled
     out = {}
-    for index, kernel in recorder.compiled.items():
-        rec = recorder.records[index] if index < len(recorder.records) else None
+    for index, kernel in recorder.compiled.items():      # indices of recorder.records (LaunchRecorder._wrap)
         try:
-            arch = int(getattr(kernel.metadata, "target").arch)
-            out[index] = describe_compiled(kernel, rec.kernel_name if rec else kernel.metadata.name, arch,
-                                           on_device=True, read_sass=sass)
+            out[index] = describe_compiled(kernel, recorder.records[index].kernel_name,
+                                           int(kernel.metadata.target.arch), on_device=True, read_sass=sass)
         except Exception:
             continue
     return out

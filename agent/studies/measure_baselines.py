@@ -16,7 +16,6 @@ every implementation on the CPU under Triton's interpreter at scaled-down shapes
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.util
 import json
 import sys
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.studies.seed_variants import VARIANTS, set_path  # noqa: E402 - after the path set-up
+from agent.studies.seed_variants import VARIANTS, edited  # noqa: E402 - after the path set-up
 
 ISSUE_OPS = ("rms_norm", "silu_and_mul", "gemm", "fused_moe")   # issue 12's operators: the default set
 SLOW_BASELINES = {"fused_moe": ("eager", "compile", "liger")}   # host-syncing: 25-50 ms a call, eager-timed
@@ -74,12 +73,7 @@ def seed_variant(module, overrides) -> Callable[..., Any]:
     fn = getattr(module, module.__name__.removeprefix("aka_seed_"))
     if not overrides:
         return fn
-    changed = copy.deepcopy(module.CONFIGS)
-    if callable(overrides):
-        overrides(changed)
-    else:
-        for path, value in overrides.items():
-            set_path(changed, path, value)
+    changed = edited(module.CONFIGS, overrides)
 
     def run(**inputs):
         saved = module.CONFIGS

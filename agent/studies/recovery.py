@@ -6,10 +6,11 @@
 One process does it all (issue 9, item 6):
 1. the start: the operator's seed with its worst valid config from a measured table. For fused_moe that
    is the lowest-scoring config of benchmarks/results/moe_search_records/table.json (one flat config,
-   set into every bucket and both GEMMs, as the table measured it); for silu_and_mul, gemm and rms_norm
-   the seed variant (agent/studies/seed_variants.py) with the lowest weighted attainment in the H200
-   table benchmarks/results/h200_records/records.json; `--bad NAME=VALUE` pairs instead set every
-   CONFIGS leaf of that name (for an operator without a table);
+   set into every bucket and both GEMMs, as the table measured it); for other operators the seed variant
+   (agent/studies/seed_variants.py) with the lowest weighted attainment in the H200 table
+   benchmarks/results/h200_records/records.json, where that table timed at least MIN_COVERAGE of today's
+   hot shapes (silu_and_mul and gemm today), else DEFAULT_BAD; `--bad NAME=VALUE` pairs instead set
+   every CONFIGS leaf of that name;
 2. the tuned seed, evaluated once here (full gates, CUDA-graph timing): the target;
 3. `aka optimize --op OP --shape-set hot --seed-kernel start.py --gpu-minutes G --samples S`, a real
    run in a subprocess with its own home (audit trail, runs/) under --out;
@@ -78,14 +79,15 @@ def worst_variant(records: list[dict], op: str, hot_ids: set[str]) -> tuple[str,
     if not hot_ids or len(hot_ids & set(rows.get("seed", {}))) < MIN_COVERAGE * len(hot_ids):
         return None
 
+    from agent.studies.baseline_report import attainment
+
     def weighted(by_shape: dict[str, dict]) -> float | None:
         num = den = 0.0
         for r in by_shape.values():
-            t = r.get("t_us")
-            if not isinstance(t, (int, float)) or not t > 0 or r.get("error"):
+            a = attainment(r) if isinstance(r.get("t_us"), (int, float)) and not r.get("error") else None
+            if a is None:
                 return None
-            ref = max(r.get("t_roof_us") or 0.0, r.get("t_floor_us") or 0.0)
-            num, den = num + r["weight"] * min(1.0, ref / t), den + r["weight"]
+            num, den = num + r["weight"] * a, den + r["weight"]
         return num / den if den else None
 
     seed = weighted(rows.get("seed", {}))
@@ -100,19 +102,12 @@ def worst_variant(records: list[dict], op: str, hot_ids: set[str]) -> tuple[str,
 
 def apply_variant(source: str, op: str, name: str) -> str:
     """The seed with one of agent/studies/seed_variants.py's variants applied to its CONFIGS literal."""
-    import copy
     from agent.proposers.search_space import apply_config, read_configs
-    from agent.studies.seed_variants import VARIANTS, set_path
+    from agent.studies.seed_variants import VARIANTS, edited
     edits = dict(VARIANTS.get(op, [])).get(name)
     if edits is None:
         raise SystemExit(f"no seed variant {name!r} for {op} in agent/studies/seed_variants.py")
-    config = copy.deepcopy(read_configs(source).value)
-    if callable(edits):
-        edits(config)
-    else:
-        for path, value in edits.items():
-            set_path(config, path, value)
-    return apply_config(source, config)
+    return apply_config(source, edited(read_configs(source).value, edits))
 
 
 def start_source(op: str, seed: str, bad: dict | None, hot_ids: set[str] | None = None) -> tuple[str, str]:

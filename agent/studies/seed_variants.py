@@ -28,6 +28,19 @@ def set_path(cfg: Any, path: str, value: Any) -> None:
             raise ValueError(f"path {path!r} ends in '*': name the key to set")
 
 
+def edited(configs: Any, overrides) -> Any:
+    """A deep copy of `configs` changed by a variant's overrides: a dict of set_path paths and values, or a
+    function that edits the copy in place."""
+    import copy
+    changed = copy.deepcopy(configs)
+    if callable(overrides):
+        overrides(changed)
+    else:
+        for path, value in overrides.items():
+            set_path(changed, path, value)
+    return changed
+
+
 def _every(bucket_key: str, **values) -> dict[str, Any]:
     return {f"{bucket_key}.*.{k}": v for k, v in values.items()}
 
