@@ -72,6 +72,7 @@ RULE_INCUMBENT_FAILED = "incumbent-failed"
 RULE_GATE = "gate"
 RULE_SCREEN = "screen"
 RULE_TIMED_SCREEN = "timed-screen"      # the timing-only evaluation before the trials (agent/loop.py)
+RULE_WINNER_HOLDOUTS = "winner-holdouts"  # a winner's hold-outs at every published shape (agent/loop.py)
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol
 
-from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, RULE_TIMED_SCREEN, Decision, ab_decision,
-                              confirm_decision, correctness_only_decision, measure_ab, median_attainment,
-                              one_worker_decision, review_flags, run_score, screen_decision)
+from agent.acceptance import (RULE_GATE, RULE_INCUMBENT_FAILED, RULE_TIMED_SCREEN, RULE_WINNER_HOLDOUTS, Decision,
+                              ab_decision, confirm_decision, correctness_only_decision, measure_ab,
+                              median_attainment, one_worker_decision, review_flags, run_score, screen_decision)
 from agent import records as R
 from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted, gpu_forecast_stop
@@ -433,21 +433,27 @@ class Loop:
             step(self.st, rec, self.audit.source)
         return out
 
-    def _request(self, source: str, full: bool, baseline: str | None = None, private: bool = False):
+    def _request(self, source: str, full: bool, baseline: str | None = None, private: bool = False,
+                 winner_check: bool = False):
         """A candidate's compile cache starts from the incumbent's sealed one (the specializations it did not
-        change are not compiled again); a winner's fresh confirmation (`private`) compiles from its own source."""
+        change are not compiled again); a winner's fresh confirmation (`private`) compiles from its own source.
+        Hold-outs come from the scored shapes' models, except in a winner's check (`winner_check`: correctness
+        only, hold-outs at every published shape) or with acceptance.winner_holdouts off."""
         from sandbox import EvalRequest
         inc = self.st.incumbent_source
         seed_from = inc if inc and not baseline and not private and source != inc else None
+        pool = "visible" if self.cfg.acceptance.winner_holdouts and not winner_check else "all"
         return EvalRequest(op=self.plan.op, source=source, shapes=tuple(self.plan.shapes), hardware=self.plan.hardware,
-                           settings=self.cfg.sandbox, timing=True, correctness=full, baseline=baseline,
-                           compile_cache_from=seed_from, private_compile=private)
+                           settings=self.cfg.sandbox, timing=not winner_check, correctness=full or winner_check,
+                           baseline=baseline, compile_cache_from=seed_from, private_compile=private,
+                           holdout_pool=pool)
 
     def _evaluate(self, source: str, sha: str, role: str, it: int, full: bool, repeat: int = 0,
-                  baseline: str | None = None, private: bool = False) -> tuple[EvalResult, int]:
+                  baseline: str | None = None, private: bool = False,
+                  winner_check: bool = False) -> tuple[EvalResult, int]:
         t0 = time.monotonic()
         try:   # no seed: the sandbox draws fresh inputs and hidden shapes every time, and records neither
-            result = self.evaluate(self._request(source, full, baseline, private))
+            result = self.evaluate(self._request(source, full, baseline, private, winner_check))
         except Exception as e:   # a harness bug: recorded as a failed evaluation, the loop goes on
             result = EvalResult(op=self.plan.op, reasons=[f"sandbox raised {type(e).__name__}: {e}"],
                                 flags=["harness error"], interpreter=self.st.interpreter)
@@ -461,6 +467,27 @@ class Loop:
         return result, rec.seq
 
     def _decide(self, result: EvalResult, source: str, sha: str, it: int) -> Decision:
+        decision = self._decide_gain(result, source, sha, it)
+        if decision.accept and self.cfg.acceptance.winner_holdouts and self.cfg.sandbox.holdout:
+            decision = self._winner_holdouts(decision, source, sha, it)
+        return decision
+
+    def _winner_holdouts(self, decision: Decision, source: str, sha: str, it: int) -> Decision:
+        """The winner's correctness once more, with hold-outs drawn at every published shape of the operator
+        (its candidate evaluation drew them at the scored shapes' models only): accepted only if it passes."""
+        self._show(it, "hold-outs at every published shape")
+        check, _ = self._evaluate(source, sha, "winner_holdouts", it, full=True, winner_check=True)
+        if check.accepted:
+            return dataclasses.replace(decision, reason=f"{decision.reason}; passed hold-outs at every published "
+                                                        f"shape of {self.plan.op}")
+        why = check.reasons[0] if check.reasons else f"rejected at {check.failed_stage or 'sandbox'}"
+        return Decision(False, RULE_WINNER_HOLDOUTS, f"{decision.reason}, but the check at every published shape "
+                        f"failed: {why}", decision.incumbent, decision.candidate, decision.gain, decision.noise,
+                        decision.pairs_won, decision.details)
+
+    def _decide_gain(self, result: EvalResult, source: str, sha: str, it: int) -> Decision:
+        """Whether a candidate that passed its gates replaces the incumbent: the screen, the A/B and the
+        fresh-process confirmation (or the rules without timing)."""
         st = self.st
         if not result.accepted:
             return Decision(False, RULE_GATE, f"rejected at {result.failed_stage or 'sandbox'}")

@@ -89,7 +89,8 @@ class RunStart:
 class Evaluation:
     kind: ClassVar[str] = "evaluation"
     iteration: int
-    # seed | candidate | screen | screen_incumbent | ab_incumbent | ab_candidate | ab_confirm | baseline:NAME
+    # seed | candidate | screen | screen_incumbent | ab_incumbent | ab_candidate | ab_confirm | winner_holdouts |
+    # baseline:NAME
     role: str
     result: dict                        # EvalResult.to_json()
     repeat: int = 0

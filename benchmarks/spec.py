@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 DTYPES = ("bf16", "fp16", "fp32", "fp8", "tf32")
 PHASES = ("prefill", "decode")
@@ -144,10 +144,12 @@ class OperatorSpec:
         """Dims scaled down for Triton's CPU interpreter (seconds, not minutes)."""
         return dict(self.module.interpreter_dims(dict(dims)))
 
-    def holdout_dims(self, rng) -> list[dict[str, int]]:
-        """Hidden shapes drawn fresh per evaluation: odd sizes, non-power-of-two
-        token counts and one shape larger than the hot set. Never shown to a proposer."""
-        return [dict(d) for d in self.module.holdout_dims(rng, [s.dim for s in self.shapes])]
+    def holdout_dims(self, rng, at: Sequence[Shape] | None = None) -> list[dict[str, int]]:
+        """Hidden shapes drawn fresh per evaluation: odd sizes, non-power-of-two token counts and one shape
+        larger than the hot set, at the model sizes of the shapes `at` (default: every published shape of
+        the operator). Never shown to a proposer."""
+        pool = self.shapes if at is None else at
+        return [dict(d) for d in self.module.holdout_dims(rng, [s.dim for s in pool])]
 
     def select(self, shape_set: str) -> tuple[Shape, ...]:
         return select_shapes(self.shapes, shape_set)

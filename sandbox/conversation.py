@@ -55,6 +55,10 @@ class Conversation:
         w, prestarted = self._take_worker()
         res.environment.update(network_namespace=w.network_namespace, network_namespace_note=w.network_note,
                                worker_prestarted=prestarted)
+        self.slot = None
+        if self.settings.output_slot:
+            from sandbox.output_slot import OutputSlot
+            self.slot = OutputSlot()
         try:
             try:
                 self._open(w, setup, t0, prestarted)
@@ -75,6 +79,8 @@ class Conversation:
         finally:
             with self._timed("teardown"):
                 w.close()
+                if self.slot is not None:
+                    self.slot.close()
 
     def _expect(self, w: WorkerProcess, kind: str, max_payload: int = 1 << 20) -> tuple[dict, bytes]:
         header, payload = w.recv(max_payload)
@@ -104,6 +110,26 @@ class Conversation:
             raise Rejected(self.stage or "compile", f"protocol violation on the private result pipe: expected "
                                                      f"a {kind!r} reply, got {got!r}")
         return header, payload
+
+    def _expect_trial(self, w: WorkerProcess, nbytes: int):
+        """A trial's header and its output bytes, from the pipe or from the output slot (sandbox/output_slot.py),
+        which is then acknowledged so the worker may go on."""
+        header, payload = self._expect(w, "trial", max_payload=max(int(nbytes), 1))
+        n = header.get("payload_in_slot")
+        if n is None:
+            return header, payload
+        slot = getattr(self, "slot", None)
+        if slot is None or type(n) is not int or len(payload):
+            raise Rejected(self.stage or "compile", "protocol violation on the private result pipe: a trial's "
+                                                     "output announced in an output slot this evaluation did not offer")
+        got = slot.read(n, self.device)
+        from sandbox.output_slot import SLOT_READ
+        w.send({"kind": SLOT_READ})
+        env = self.result.environment
+        env["output_slot_trials"] = env.get("output_slot_trials", 0) + 1    # how many outputs took the slot
+        if isinstance(got, str):
+            raise Rejected(self.stage or "compile", f"protocol violation on the output slot: {got}")
+        return header, got
 
     def _open(self, w: WorkerProcess, setup: dict, t0: float, prestarted: bool) -> None:
         """Read the worker's hello, write the candidate file(s), send setup, wait for "loaded"."""
@@ -152,4 +178,5 @@ class Conversation:
                 "interpreter": self.interpreter, "memory_fraction": self.settings.gpu_memory_fraction,
                 "baseline": setup.get("baseline"), "candidate_path": paths[0] if paths else None,
                 "ab_path": paths[1] if len(paths) > 1 else None, "sealed_path": str(w.sealed_path),
-                "cache_dir": cache_dir, "compile_in_worker": self.settings.compile_in_worker}
+                "cache_dir": cache_dir, "compile_in_worker": self.settings.compile_in_worker,
+                "output_slot": self.slot.path if getattr(self, "slot", None) is not None else None}

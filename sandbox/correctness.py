@@ -92,15 +92,16 @@ def derive_seed(base: int, *parts: Any) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
-def holdout_shapes(spec: OperatorSpec, rng, dtypes: list[str]) -> list[Shape]:
-    """Hidden shapes drawn with the parent's secret rng; dtypes cycle over the visible shapes' dtypes.
+def holdout_shapes(spec: OperatorSpec, rng, dtypes: list[str], at=None) -> list[Shape]:
+    """Hidden shapes drawn with the parent's secret rng, at the model sizes of the shapes `at` (None: all of
+    the operator's); dtypes cycle over the visible shapes' dtypes.
 
     They carry weight 0: correctness only, never timed, never scored, never shown to a proposer."""
     if not dtypes:
         raise ValueError("hold-out shapes need at least one dtype from the visible shapes")
     return [Shape.make(f"holdout-{i + 1}", dims, dtype=dtypes[i % len(dtypes)], phase="decode",
                        source="hold-out (hidden)", weight=0.0, hot=False)
-            for i, dims in enumerate(spec.holdout_dims(rng))]
+            for i, dims in enumerate(spec.holdout_dims(rng, at))]
 
 
 # ---- tolerance math ----------------------------------------------------------------------------
@@ -238,7 +239,7 @@ def tensor_digest(t, key: int = 0) -> str:
     CPU tensors: blake2b of the bytes. CUDA tensors: keyed weighted sums computed on the device, because
     copying expert weights (2.8 GB for DeepSeek-V3's MoE layer) to the host and hashing them there took
     seconds a trial on the H200. The weights come from `key` (the trial's secret seed), so an edit that
-    keeps the sums cannot be planned without knowing it."""
+    keeps the sums cannot be planned without knowing it (sandbox/digest_kernel.py)."""
     import torch
     h = hashlib.blake2b(digest_size=16)
     h.update(f"{t.dtype}|{tuple(t.shape)}|{tuple(t.stride())}|{t.storage_offset()}|".encode())
@@ -252,24 +253,10 @@ def tensor_digest(t, key: int = 0) -> str:
     return h.hexdigest()
 
 
-_CHECKSUM_CHUNK = 1 << 26       # words per pass: bounds the temporaries to about 1.5 GB
-
-
 def _device_checksum(raw, key: int):
-    """Three 64-bit sums of the tensor's 32-bit words (uint8 when the size is not a multiple of 4), each
-    word times a pseudo-random 64-bit multiplier of its position and the key; products and sums wrap mod
-    2^64, which is exact and deterministic on the GPU."""
-    import torch
-    words = raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
-    mix = (int(key) * 0x2545F4914F6CDD1D + 0x632BE59BD9B4E019) & ((1 << 62) - 1)
-    sums = []
-    for start in range(0, words.numel(), _CHECKSUM_CHUNK):
-        w = words[start:start + _CHECKSUM_CHUNK].to(torch.int64)
-        pos = torch.arange(start, start + w.numel(), device=w.device, dtype=torch.int64)
-        m = (pos + mix) * 0x5851F42D4C957F2D
-        m = m ^ (m >> 29)
-        sums.append(torch.stack([w.sum(), (w * m).sum(), (w * (m >> 17 | 1)).sum()]))
-    return torch.stack(sums).sum(0).cpu().numpy()
+    """Three keyed 64-bit sums of the tensor's words, in one pass on the device (sandbox/digest_kernel.py)."""
+    from sandbox.digest_kernel import keyed_sums
+    return keyed_sums(raw, key)
 
 
 def input_digests(inputs: dict[str, Any], key: int = 0) -> dict[str, str]:
@@ -313,13 +300,25 @@ def poisoned_allocations():
     import torch.utils.deterministic as det
     saved = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
              det.fill_uninitialized_memory)
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _set_deterministic(True, warn_only=True)
     det.fill_uninitialized_memory = True
     try:
         yield
     finally:
-        torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
+        _set_deterministic(saved[0], warn_only=saved[1])
         det.fill_uninitialized_memory = saved[2]
+
+
+def _set_deterministic(mode: bool, warn_only: bool) -> None:
+    """torch.use_deterministic_algorithms without its import of torch._inductor (for inductor's own flag): 1.6 s
+    of a worker's first correctness trial on 2 CPU cores; imported at start-up instead, a GPU worker's imports
+    went from 3.8 s to 7.2 s on the H200. The candidate's eager ops read only the C++ flag set here."""
+    import torch
+    setter = getattr(torch._C, "_set_deterministic_algorithms", None)
+    if setter is None:      # a torch without the private setter: the public call, import and all
+        torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    else:
+        setter(mode, warn_only=warn_only)
 
 
 OUTPUT_LAYOUTS = ("contiguous", "any")

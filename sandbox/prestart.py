@@ -4,9 +4,10 @@ A worker spends seconds before it can take a request: Python start-up, `import t
 GPU the CUDA context. A `WorkerPool` keeps spare workers per kind (interpreter or GPU, network
 namespace or not) and starts a new one as soon as it hands one out, so that cost overlaps the current
 evaluation instead of adding to the next. A GPU worker's start (imports, CUDA context, the profiler's
-CUPTI start-up) took ~10 s on the H200, longer than a timing-only evaluation (3-4 s), so GPU workers keep
-`gpu_spares` ready (two by default); interpreter workers keep one, because on a small CPU host more
-spares would take the cores the interpreter runs on. Trust is unchanged: a spare has run no candidate
+CUPTI start-up) took 8-10 s on the H200, far longer than a timing-only screen (1.1-1.5 s), so GPU workers
+keep `gpu_spares` ready (four by default: with two, a silu_and_mul run waited 103 of its 235 evaluation
+seconds for a worker); interpreter workers keep one, because on a small CPU host more spares would take
+the cores the interpreter runs on. Trust is unchanged: a spare has run no candidate
 code (it has only imported torch and triton and, on a GPU, created its context); every evaluation still
 takes a fresh process and kills it at the end; a spare that died while waiting is replaced, never reused.
 
@@ -19,7 +20,7 @@ from sandbox.isolation import WorkerProcess
 
 
 class WorkerPool:
-    def __init__(self, *, prestart: bool = True, gpu_spares: int = 2):
+    def __init__(self, *, prestart: bool = True, gpu_spares: int = 4):
         if gpu_spares < 1:
             raise ValueError(f"gpu_spares={gpu_spares}: at least 1 (turn pre-starting off with prestart=False)")
         self.prestart, self.gpu_spares = prestart, gpu_spares

@@ -139,17 +139,22 @@ def reference_outputs(spec: OperatorSpec, ret) -> list:
 
 
 def expected(spec: OperatorSpec, inputs: dict, dims, dtype: str, key: int, calls: int = 1,
-             keep_inputs: bool = False) -> Expected:
+             keep_inputs: bool = False, timed=None) -> Expected:
     """The reference's parts for `inputs`: digests of the arguments that must stay unchanged first, then
     the reference on clones of the mutated arguments, applied `calls` times (a timed graph that calls the
-    operator k times on one input set mutates it k times)."""
+    operator k times on one input set mutates it k times). `timed(name)`: a context manager that times
+    the digests and the reference runs (the evaluation's stage clock)."""
+    import contextlib
     import torch
-    digests = cx.input_digests({k: v for k, v in inputs.items() if k not in spec.mutates}, key)
+    timed = timed or (lambda name: contextlib.nullcontext())
+    with timed("references/digests"):
+        digests = cx.input_digests({k: v for k, v in inputs.items() if k not in spec.mutates}, key)
     clones = {m: inputs[m].clone() for m in spec.mutates}
     args = {**inputs, **clones}
     ret = None
-    for _ in range(max(1, int(calls))):
-        ret = spec.reference(**args)
+    with timed("references/reference"):
+        for _ in range(max(1, int(calls))):
+            ret = spec.reference(**args)
     results = reference_outputs(spec, ret) + [clones[m] for m in spec.mutates]
     parts = output_parts(spec, dims, dtype) + [
         Part(m, tuple(clones[m].shape), cx.dtype_name(clones[m].dtype), True) for m in spec.mutates]
@@ -161,7 +166,8 @@ def expected(spec: OperatorSpec, inputs: dict, dims, dtype: str, key: int, calls
 
 
 def decode(spec: OperatorSpec, head: dict, payload, parts: list[Part]) -> list | str:
-    """The parts a header and payload carry, as tensors of the expected shapes, or why they cannot be read."""
+    """The parts a header and payload carry, as tensors of the expected shapes, or why they cannot be read.
+    `payload`: the frame's bytes, or a uint8 tensor read from the output slot (sandbox/output_slot.py)."""
     import torch
     got = head.get("parts")
     if not isinstance(got, list) or len(got) != len(parts):
@@ -171,11 +177,14 @@ def decode(spec: OperatorSpec, head: dict, payload, parts: list[Part]) -> list |
         name, shape, dtype = (list(g) + [None, None, None])[:3]
         if dtype != p.dtype or tuple(shape or ()) != tuple(p.shape):
             return (f"{label(spec, p)}output dtype/shape {dtype}/{shape} is not {p.dtype}/{list(p.shape)}")
-    if len(payload) != total:
-        return f"the output came back with {len(payload)} bytes, expected {total}"
-    # The frame's payload is already a writable bytearray of its own (sandbox/protocol.py): no copy of it.
-    buf = payload if isinstance(payload, bytearray) else bytearray(payload)
-    raw = torch.frombuffer(buf, dtype=torch.uint8) if total else torch.empty(0, dtype=torch.uint8)
+    size = payload.numel() if isinstance(payload, torch.Tensor) else len(payload)
+    if size != total:
+        return f"the output came back with {size} bytes, expected {total}"
+    if isinstance(payload, torch.Tensor):     # read from the output slot: the parent's own uint8 tensor
+        raw = payload
+    else:   # the frame's payload is already a writable bytearray of its own (sandbox/protocol.py): no copy of it
+        buf = payload if isinstance(payload, bytearray) else bytearray(payload)
+        raw = torch.frombuffer(buf, dtype=torch.uint8) if total else torch.empty(0, dtype=torch.uint8)
     out, at = [], 0
     for p in parts:
         n, dt = part_nbytes(p), cx.torch_dtype(p.dtype)

@@ -37,9 +37,11 @@ class SandboxSettings:
     prestart: bool = True
     """Start the next worker (imports done, CUDA context up) while the current evaluation runs. Every
     candidate still gets a fresh process; a started worker has run no candidate code."""
-    gpu_spares: int = 2
-    """GPU workers kept started ahead (sandbox/prestart.py): one takes ~10 s to get ready on the H200, more
-    than a timing-only evaluation, so a single spare would still leave evaluations waiting."""
+    gpu_spares: int = 4
+    """GPU workers kept started ahead (sandbox/prestart.py): one took 8 s to get ready on the H200 and a
+    timing-only screen 1.1-1.5 s, so with two spares a 5-GPU-minute silu_and_mul run spent 103 of its 235
+    evaluation seconds waiting for a worker. Each spare holds a CUDA context and a few host cores while it
+    starts."""
     compile_cache: bool = True
     """One Triton cache directory per candidate source (sha256), shared by the evaluations of that source
     in a run and sealed after its first evaluation (sandbox/compile_cache.py); off: the worker's private
@@ -47,6 +49,9 @@ class SandboxSettings:
     compile_in_worker: bool = True
     """On a GPU, run the compile gate inside the worker (it is already the sandboxed process) instead of
     a second child process that imports torch and triton again. The interpreter always uses the child."""
+    output_slot: bool = True
+    """Trial outputs travel from the worker in a shared-memory file (sandbox/output_slot.py) instead of the
+    result pipe: gemm's 235 MB outputs took 5.8 s of a 20 s evaluation through the pipe on the H200."""
     ab_rounds: int = 30
     """Rounds of an A/B re-measure in one worker: each round times both kernels (A B, then B A) on every
     shape, one CUDA-graph replay pair each, L2 flushed."""
@@ -57,7 +62,7 @@ class SandboxSettings:
             raise ValueError(f"sandbox.trials={self.trials}: at least 1 correctness trial per shape is needed "
                              f"(3 is the default)")
         if self.gpu_spares < 1:
-            raise ValueError(f"sandbox.gpu_spares={self.gpu_spares}: at least 1 (2 is the default; turn "
+            raise ValueError(f"sandbox.gpu_spares={self.gpu_spares}: at least 1 (4 is the default; turn "
                              f"pre-starting off with sandbox.prestart=false)")
         if self.holdout_trials < 1:
             raise ValueError(f"sandbox.holdout_trials={self.holdout_trials}: at least 1 (the default)")

@@ -42,7 +42,7 @@ class TrialEvidence:
         self.activity, self.fault_rule = f"the read-only-input call of shape {shape.id}", INPUT_WRITE_RULE
         w.send(self._check_message(index, dims, dtype, [seed], guard=True))
         expected = self._expected(dims, dtype, seed)       # while the worker runs the call
-        header, payload = self._expect(w, "trial", max_payload=max(results.nbytes(expected.parts), 1))
+        header, payload = self._expect_trial(w, results.nbytes(expected.parts))
         self._expect(w, "checked")
         self.fault_rule = None
         if header.get("guard") == "none" and header.get("guard_note"):
@@ -70,7 +70,7 @@ class TrialEvidence:
         self.activity = f"re-running trial {failed + 1}'s inputs of shape {shape.id} in freshly allocated buffers"
         w.send(self._check_message(index, dims, dtype, [seeds[failed]], fresh=True))
         again_expected = self._expected(dims, dtype, seeds[failed])
-        again, again_payload = self._expect(w, "trial", max_payload=max(results.nbytes(again_expected.parts), 1))
+        again, again_payload = self._expect_trial(w, results.nbytes(again_expected.parts))
         self._expect(w, "checked")
         scratch = self._row(shape, holdout=True)        # the re-run's error statistics are not the shape's
         failure = self._check_trial(again, again_payload, again_expected, dtype, scratch)

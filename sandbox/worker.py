@@ -103,6 +103,10 @@ class Worker:
         self.spec = load_spec(msg["op"], msg.get("operator_dir"))
         self.interpreter = bool(msg["interpreter"])
         self.sealed_path = msg["sealed_path"]
+        self.slot = None
+        if msg.get("output_slot"):      # outputs' bytes travel through it, not the pipe (sandbox/output_slot.py)
+            from sandbox.output_slot import SlotWriter
+            self.slot = SlotWriter(msg["output_slot"])
         if msg.get("cache_dir"):
             # triton reads TRITON_CACHE_DIR when it compiles, not at import: set before the candidate loads
             os.environ["TRITON_CACHE_DIR"] = msg["cache_dir"]
@@ -188,7 +192,9 @@ class Worker:
             return
         held = self._held_buffers if msg.get("fresh") else None
         self._held_buffers = None      # only a `fresh` re-run keeps the previous buffers alive (memory)
+        t0 = time.monotonic()
         inputs = self.make_inputs(msg["dims"], msg["dtype"], msg["seeds"][0])
+        self._inputs_s = time.monotonic() - t0      # reported with the first trial (sub-stage times)
         buffers = {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
         fresh = None
         if held is not None:
@@ -197,11 +203,13 @@ class Worker:
         for trial, seed in enumerate(msg["seeds"]):
             if trial:
                 # Fresh values copied INTO the first trial's buffers: a cache keyed by pointer or shape goes stale.
+                t0 = time.monotonic()
                 for k, v in self.make_inputs(msg["dims"], msg["dtype"], seed).items():
                     if k in buffers:
                         buffers[k].copy_(v)
                     else:
                         inputs[k] = v
+                self._inputs_s = time.monotonic() - t0
             self._trial(msg, trial, seed, inputs, {"fresh_buffers": fresh})
         del held
         self._held_buffers = buffers
@@ -226,16 +234,30 @@ class Worker:
         from sandbox import results as rs
         from sandbox.correctness import input_digests, output_layout, poisoned_allocations, same_bytes, scrub_free_memory
         parts = [rs.Part(n, tuple(s), d) for n, s, d in msg["outputs"]]
+        # Where this trial's seconds went, for the parent's sub-stages (`holdouts/worker.call`, ...): the
+        # first call of a shape includes the compile of any specialization not in the cache.
+        # worker.send: the previous trial's reply: its pipe write (which blocks while the parent is not reading),
+        # and with the output slot the wait for the parent's read of it
+        spent = {"worker.inputs": getattr(self, "_inputs_s", 0.0), "worker.send": getattr(self, "_send_s", 0.0)}
+        self._inputs_s = self._send_s = 0.0
+        t0 = time.monotonic()
         self.sync()
+        spent["worker.sync"] = time.monotonic() - t0
         # On the CPU (cheap there) also the digests before the call: a mismatch with the parent's then says the
         # two processes drew different inputs from the seed (aka's fault), not that the candidate wrote them.
         before = input_digests(inputs, seed) if self.device.type == "cpu" else None
         if msg.get("poison", True):
             with poisoned_allocations():
+                t1 = time.monotonic()
                 scrub_free_memory(rs.nbytes(parts), self.device)
+                spent["worker.poison"] = time.monotonic() - t1
+                t1 = time.monotonic()
                 ret, snapshots = self._call_snapshot(inputs)
         else:   # the re-check after timing runs under timing's conditions: the candidate's state as it was
+            t1 = time.monotonic()
             ret, snapshots = self._call_snapshot(inputs)
+        spent["worker.call_first" if trial == 0 else "worker.call"] = time.monotonic() - t1
+        t1 = time.monotonic()
         tensors, problem = rs.returned(ret, self.spec)
         if problem is None:
             problem = rs.outputs_problem(self.spec, tensors, parts, self.device.type, inputs, output_layout(self.spec))
@@ -244,15 +266,33 @@ class Worker:
             what = "output" if rs.single(self.spec) else "result (an output or an argument written in place)"
             problem = ("stream", f"the {what} changed after the call returned: work on a side stream was not "
                        "ordered with the caller's stream (a serving engine would read an unfinished result)")
+        spent["worker.output_checks"] = time.monotonic() - t1
+        t1 = time.monotonic()
         header = {"kind": "trial", "index": msg["index"], "trial": trial, "problem": problem and problem[1],
                   "problem_kind": problem and problem[0], "digests": input_digests(inputs, seed),
                   "digests_before": before, **extra}
-        payload = b""
+        spent["worker.digests"] = time.monotonic() - t1
+        t1 = time.monotonic()
+        payload, in_slot = b"", None
         if problem is None:
             shown = snapshots if snapshots is not None else result
             header.update(rs.header_of(shown, parts + [rs.Part(m, (), "", True) for m in self.spec.mutates]))
-            payload = rs.pack(shown)
+            in_slot = self.slot.write(shown) if getattr(self, "slot", None) is not None else None
+            if in_slot is None:
+                payload = rs.pack(shown)
+            else:
+                header["payload_in_slot"] = in_slot
+        spent["worker.pack"] = time.monotonic() - t1
+        header["worker_s"] = {k: round(v, 6) for k, v in spent.items()}
+        t1 = time.monotonic()
         self.reply(header, payload)
+        if in_slot is not None:       # nothing runs (no candidate code, no next trial) until the parent has read it
+            from sandbox.output_slot import SLOT_READ
+            ack, _ = protocol.recv_blocking(self.rx)
+            if ack.get("kind") != SLOT_READ:
+                raise RuntimeError(f"expected the parent's {SLOT_READ!r} after an output in the slot, "
+                                   f"got {ack.get('kind')!r}")
+        self._send_s = time.monotonic() - t1
 
     def _call_snapshot(self, inputs: dict):
         """Call, then copy the outputs (and the mutated arguments) on the caller's stream BEFORE the device-wide
@@ -396,6 +436,10 @@ class Worker:
             t1 = time.monotonic()
             _warm_profiler(torch)
             stage_s["profiler_init"] = time.monotonic() - t1
+            t1 = time.monotonic()
+            from sandbox.digest_kernel import warm   # the input digests' kernel, compiled before any candidate
+            warm()
+            stage_s["digest_compile"] = time.monotonic() - t1
         hello["stage_s"] = stage_s
         self.device = torch.device("cpu")
         self.reply(hello)

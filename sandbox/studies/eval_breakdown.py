@@ -7,10 +7,13 @@ sandbox (pre-started workers and compile cache as `aka optimize` has them), the 
 gate in a child process, 3 trials per hold-out shape): the "before" column. --ab also times one A/B
 re-measure of the seed against itself in one worker (the acceptance path). Writes OUT/breakdown.md and
 OUT/breakdown.json; prints the short table last. A driver of the sandbox: imports benchmarks and sandbox only.
+--per-shape also records, for each shape checked (hidden hold-outs too: this is a study, nothing here reaches a
+proposer), its dims, its wall time and its sub-stage seconds (`holdouts/worker.call_first`, ...).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -31,6 +34,25 @@ def settings_for(slow: bool):
     if slow:
         return SandboxSettings(prestart=False, compile_cache=False, compile_in_worker=False, holdout_trials=3)
     return SandboxSettings()
+
+
+def record_per_shape(sink: list) -> None:
+    """Wrap the evaluation's per-shape check (in this process: the parent's side) to log each shape's seconds."""
+    from sandbox.evaluation import _Evaluation
+    inner = _Evaluation._check_shape
+
+    def timed(self, w, index, shape, row, *args, **kwargs):
+        before, t0 = dict(self.clock.freeze()), time.monotonic()
+        try:
+            return inner(self, w, index, shape, row, *args, **kwargs)
+        finally:
+            after = dict(self.clock.freeze())
+            sink.append({"op": self.op, "shape": shape.id, "dims": dict(self._dims(shape)), "holdout": self.in_holdout,
+                         "purpose": kwargs.get("purpose", args[0] if args else "check"),
+                         "wall_s": round(time.monotonic() - t0, 4),
+                         "parts_s": {k: round(v - before.get(k, 0.0), 4) for k, v in after.items()
+                                     if v - before.get(k, 0.0) > 1e-4}})
+    _Evaluation._check_shape = timed
 
 
 def summarize(runs: list[dict]) -> dict:
@@ -70,7 +92,13 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=3, help="evaluations per operator (>= 2: one cold, the rest warm)")
     ap.add_argument("--slow", action="store_true", help="speed-ups off: the 'before' measurement")
     ap.add_argument("--ab", action="store_true", help="also time one A/B of the seed against itself")
+    ap.add_argument("--per-shape", action="store_true", help="also record each checked shape's seconds")
+    ap.add_argument("--seeded-candidate", action="store_true",
+                    help="also evaluate a new source with the seed's kernels, its cache seeded from the seed's")
     args = ap.parse_args()
+    per_shape: list[dict] = []
+    if args.per_shape:
+        record_per_shape(per_shape)
     import torch
     from benchmarks.hardware import load_hardware
     from benchmarks.registry import load_operator
@@ -96,6 +124,17 @@ def main() -> int:
                                                                          ("worker_prestarted", "compile_cache")}})
                 print(f"{op} #{i + 1}: {res.verdict} in {res.wall_s:.1f} s", flush=True)
             summary = summarize(runs)
+            if args.seeded_candidate:
+                # a new source whose kernels are the seed's: its cache starts as a copy of the seed's sealed one,
+                # so every specialization the seed compiled should be found there (compile_cache_from's best case)
+                other = dataclasses.replace(req, source=source + "\n# the seed's kernels, as a new source\n",
+                                            compile_cache_from=source)
+                res = sb(other)
+                summary["seeded_candidate_wall_s"] = res.wall_s
+                env = {k: res.environment.get(k) for k in ("worker_prestarted", "compile_cache")}
+                runs.append({"seeded_candidate": True, "wall_s": res.wall_s, "verdict": res.verdict,
+                             "stage_times": list(res.stage_times), "reasons": res.reasons[:2], "environment": env})
+                print(f"{op} seeded candidate: {res.verdict} in {res.wall_s:.1f} s", flush=True)
             if args.ab and torch.cuda.is_available():
                 t0 = time.monotonic()
                 series = sb.measure_ab(req, source)
@@ -103,13 +142,15 @@ def main() -> int:
                 summary["ab_error"] = series.error
                 runs.append({"ab": series.to_json()})
         report["ops"][op], report["runs"][op] = summary, runs
+        if args.per_shape:
+            report["per_shape"] = per_shape
         (args.out / "breakdown.json").write_text(json.dumps(report, indent=1))
     (args.out / "breakdown.md").write_text(markdown(report))
-    print("\nop            cold s  warm s  target s  A/B s")
+    print("\nop            cold s  warm s  target s  A/B s  seeded candidate s")
     for op, s in report["ops"].items():
-        ab = s.get("ab_wall_s")
+        ab, seeded = s.get("ab_wall_s"), s.get("seeded_candidate_wall_s")
         print(f"{op:12s}  {s['cold_wall_s']:6.1f}  {s['warm_wall_s']:6.1f}  {TARGET_S.get(op, 0):8.1f}  "
-              f"{'-' if ab is None else f'{ab:.1f}'}")
+              f"{'-' if ab is None else f'{ab:.1f}':>5}  {'-' if seeded is None else f'{seeded:.1f}'}")
     return 0
 
 

@@ -264,11 +264,16 @@ def test_poisoned_allocations_fill_torch_empty_and_restore_the_mode():
     assert (torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory) == before
 
 
+def _checksum_device() -> str:
+    """Where the checksum kernel runs in these tests: the GPU when there is one, else the interpreter on CPU."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def test_device_checksum_sees_any_single_edit_and_depends_on_the_key():
-    """The GPU path of the input digest (weighted sums computed where the tensor lives), run here on CPU
-    tensors: the same arithmetic, so it must notice a one-element edit, a swap, and a different key."""
+    """The GPU path of the input digest (weighted sums computed where the tensor lives), on CPU tensors
+    under the interpreter without a GPU: it must notice a one-element edit, a swap, and a different key."""
     import torch
-    x = torch.randn(4099, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    x = torch.randn(4099, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16).to(_checksum_device())
     raw = x.view(torch.uint8)
     base = cx._device_checksum(raw, key=7)
     assert (cx._device_checksum(raw.clone(), key=7) == base).all()
@@ -280,5 +285,28 @@ def test_device_checksum_sees_any_single_edit_and_depends_on_the_key():
     if not torch.equal(z, x):
         assert not (cx._device_checksum(z.view(torch.uint8), key=7) == base).all()
     assert not (cx._device_checksum(raw, key=8) == base).all()
-    words = torch.arange(12, dtype=torch.int32).view(torch.uint8)   # a multiple of 4 bytes: 32-bit words
+    words = torch.arange(12, dtype=torch.int32, device=x.device).view(torch.uint8)   # 4-byte multiple: words
     assert cx._device_checksum(words, key=1).shape == (3,)
+
+
+def _keyed_sums_by_the_formula(raw, key: int):
+    """sandbox/digest_kernel.py's docstring formula, written as plain torch int64 operations (the oracle)."""
+    import numpy as np
+    import torch
+    words = (raw.view(torch.int32) if raw.numel() % 4 == 0 else raw).to(torch.int64)
+    mix = (int(key) * 0x2545F4914F6CDD1D + 0x632BE59BD9B4E019) & ((1 << 62) - 1)
+    m = (torch.arange(words.numel(), dtype=torch.int64, device=raw.device) + mix) * 0x5851F42D4C957F2D
+    m = m ^ (m >> 29)
+    return np.array([int(words.sum()), int((words * m).sum()), int((words * ((m >> 17) | 1)).sum())],
+                    dtype=np.int64)
+
+
+@pytest.mark.parametrize("nbytes", [1, 3, 4, 4 * 4096, 4 * 4097 + 2, 4 * 9000])
+def test_the_one_pass_checksum_kernel_equals_its_formula(nbytes):
+    """The kernel (on the GPU, or under the interpreter) against the formula: bytes and 32-bit words, one block
+    and several, keys that make the products wrap."""
+    import torch
+    raw = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=torch.Generator().manual_seed(nbytes))
+    raw = raw.to(_checksum_device())
+    for key in (0, 7, 2 ** 62 + 12345):
+        assert (cx._device_checksum(raw, key) == _keyed_sums_by_the_formula(raw, key)).all(), key

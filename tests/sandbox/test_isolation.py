@@ -19,6 +19,7 @@ from benchmarks.spec import Shape
 from sandbox_requests import make_request
 from sandbox.evaluation import EvalRequest, evaluate, evaluate_unlinted
 from sandbox.isolation import TAIL_BYTES, describe_exit, network_namespace_support, tail
+from sandbox.stage_times import is_part
 
 pytestmark = pytest.mark.interpreter
 
@@ -126,6 +127,19 @@ def test_honest_candidate_is_accepted_with_its_environment(op_dir):
     env = res.environment
     assert env["interpreter"] is True and env["gpu"] and env["torch"] and env["triton"]
     assert env["network_namespace"] == network_namespace_support()[0]
+
+
+@pytest.mark.parametrize("output_slot", [True, False])
+def test_outputs_come_back_through_the_slot_or_the_pipe_and_are_judged_the_same(op_dir, output_slot):
+    """The output slot (sandbox/output_slot.py) and the pipe carry the same bytes to the same judge: an honest
+    kernel passes and one off by a little fails, at the same shape, with the same statistics either way."""
+    honest = evaluate(request(candidate(), output_slot=output_slot), operator_dir=op_dir)
+    assert honest.accepted, honest.reasons
+    assert (honest.environment.get("output_slot_trials", 0) > 0) is output_slot
+    off = candidate().replace("(2.0 * x + y)", "(2.0 * x + y + 1e-3)")
+    wrong = evaluate(request(off, output_slot=output_slot), operator_dir=op_dir)
+    assert wrong.failed_stage == "correctness" and "shape small" in wrong.reasons[0], wrong.reasons
+    assert wrong.shapes[0].max_abs_err == pytest.approx(1e-3, rel=0.05)
 
 
 def test_os_exit_zero_is_a_rejection_naming_the_cause(op_dir):
@@ -291,7 +305,12 @@ def test_a_run_sandbox_hands_out_prestarted_fresh_workers_and_records_stage_time
     for name in ("worker_start", "imports", "setup", "lint", "compile.gate", "references", "correctness"):
         assert name in stages and stages[name] >= 0, name
     assert "worker_wait" in dict(second.stage_times) and "imports" not in dict(second.stage_times)
-    assert sum(v for k, v in first.stage_times if ".kernel." not in k) <= first.wall_s + 1e-6
+    assert sum(v for k, v in first.stage_times if not is_part(k)) <= first.wall_s + 1e-6
+    # the parts say where the trials went: the worker's first call of each shape, the parent's references
+    for name in ("correctness/wait", "correctness/worker.call_first", "correctness/worker.pack",
+                 "references/inputs", "references/reference", "references/judge"):
+        assert name in stages, name
+    assert stages["references/reference"] <= stages["references"]
 
 
 def test_a_spare_that_died_is_replaced_not_reused():

@@ -44,3 +44,13 @@ def test_calls_per_graph_grow_for_short_calls_and_cover_every_input_set():
     assert calls_per_graph(2e-6, 4) == MAX_CALLS  # a tiny call: as many as allowed
     assert calls_per_graph(0.0, 4) == MAX_CALLS
     assert calls_per_graph(1e-3 / 6, 4) == 6
+
+
+def test_parts_after_a_slash_sit_under_their_stage_and_are_not_added_to_the_total():
+    times = (("holdouts/worker.call", 2.0), ("correctness", 1.0), ("holdouts", 3.0), ("references/judge", 0.5),
+             ("references", 0.75), ("odd/part", 0.1), ("odd", 0.2))
+    names = [k for k, _ in ordered(times)]
+    assert names == ["references", "references/judge", "correctness", "holdouts", "holdouts/worker.call", "odd",
+                     "odd/part"]
+    other = next(line for line in breakdown_lines(times, wall_s=5.0) if "(other)" in line)
+    assert float(other.split()[1]) == pytest.approx(0.05)   # 5.0 - (1 + 3 + 0.75 + 0.2)
