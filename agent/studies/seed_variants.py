@@ -116,6 +116,10 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16))],
+    # the key search split 2 ways (bisection, the seed before 2026-12-01 session 7) to 32 ways
+    "top_k_top_p_filter": [
+        ("bisect", {"WAYS": 2, "BLOCK_V": 1024}), ("ways4", {"WAYS": 4}),
+        ("ways16_b1024_w8", {"BLOCK_V": 1024, "num_warps": 8}), ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256})],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))
         for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))],

@@ -1,6 +1,6 @@
 """top_k_top_p_filter operator folder: the filter's rules by hand (ties at both cuts, disabled filters, the
-renormalized nucleus), inputs with ties and well-posed nucleus boundaries, the bisection seed under the
-interpreter, and the sampler's rows per phase."""
+renormalized nucleus), inputs with ties and well-posed nucleus boundaries, the seed's key search (bisection
+and multi-way) under the interpreter, and the sampler's rows per phase."""
 import math
 import random
 from pathlib import Path
@@ -84,6 +84,20 @@ def test_seed_matches_reference_exactly(spec, seed, B, V, s):
     inputs = spec.make_inputs({"B": B, "V": V}, "fp32", seed=s)
     out = seed.top_k_top_p_filter(**inputs)
     assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("ways, block", [(2, 1024), (4, 256), (16, 512), (32, 128)])
+def test_every_split_of_the_key_search_finds_the_same_exact_thresholds(spec, seed, ways, block, monkeypatch):
+    """WAYS=2 is bisection (32 passes per threshold), 16 splits the key interval 16 ways (8 passes): the same
+    thresholds either way, at sizes that are not multiples of the block."""
+    monkeypatch.setitem(seed.CONFIGS, "WAYS", ways)
+    monkeypatch.setitem(seed.CONFIGS, "BLOCK_V", block)
+    assert seed._passes(ways) == -(-32 // (ways.bit_length() - 1))
+    for s, (B, V) in enumerate([(4, 1263), (3, 600)]):
+        inputs = spec.make_inputs({"B": B, "V": V}, "fp32", seed=10 + s)
+        out = seed.top_k_top_p_filter(**inputs)
+        assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
 
 
 @pytest.mark.interpreter
