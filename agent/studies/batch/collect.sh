@@ -8,4 +8,4 @@ for f in /tmp/res/*.done; do
   cp /tmp/res/$n.tgz $OUT/ && touch /tmp/res/$n.copied
 done
 ls $OUT
-for n in rec_silu rec_moe llm opt_rms; do [ -e /tmp/res/$n/log ] && { echo "== $n"; tail -4 /tmp/res/$n/log; }; done
+for n in $(ls /tmp/res | grep -v "\." ); do [ -e /tmp/res/$n/log ] && { echo "== $n"; tail -4 /tmp/res/$n/log; }; done
