@@ -106,7 +106,10 @@ class Worker:
         self.slot = None
         if msg.get("output_slot"):      # outputs' bytes travel through it, not the pipe (sandbox/output_slot.py)
             from sandbox.output_slot import SlotWriter
-            self.slot = SlotWriter(msg["output_slot"])
+            try:
+                self.slot = SlotWriter(msg["output_slot"])
+            except OSError:             # a file this process cannot open: every output takes the pipe
+                self.slot = None
         if msg.get("cache_dir"):
             # triton reads TRITON_CACHE_DIR when it compiles, not at import: set before the candidate loads
             os.environ["TRITON_CACHE_DIR"] = msg["cache_dir"]
