@@ -26,6 +26,7 @@ class Conversation:
     settings: SandboxSettings
     pool: WorkerPool | None = None
     cache: CompileCache | None = None
+    slot = None                              # sandbox.output_slot.OutputSlot of the worker in use, if any
 
     def _init_conversation(self) -> None:
         self.clock = StageClock()
@@ -118,7 +119,7 @@ class Conversation:
         n = header.get("payload_in_slot")
         if n is None:
             return header, payload
-        slot = getattr(self, "slot", None)
+        slot = self.slot
         if slot is None or type(n) is not int or len(payload):
             raise Rejected(self.stage or "compile", "protocol violation on the private result pipe: a trial's "
                                                      "output announced in an output slot this evaluation did not offer")
@@ -179,4 +180,4 @@ class Conversation:
                 "baseline": setup.get("baseline"), "candidate_path": paths[0] if paths else None,
                 "ab_path": paths[1] if len(paths) > 1 else None, "sealed_path": str(w.sealed_path),
                 "cache_dir": cache_dir, "compile_in_worker": self.settings.compile_in_worker,
-                "output_slot": self.slot.path if getattr(self, "slot", None) is not None else None}
+                "output_slot": self.slot.path if self.slot is not None else None}

@@ -76,6 +76,8 @@ class Worker:
         self.loopback: str | None = None
         self.prepare = lambda inputs: inputs   # a library baseline's input form (sandbox/baselines.py)
         self.launch_recorders: dict = {}      # visible shapes' launch recorders, for sandbox/feature_gate.py
+        self.slot = None                      # the parent's output slot, once set up (sandbox/output_slot.py)
+        self._inputs_s = self._send_s = 0.0   # the next trial's input draw and the last reply, for its worker_s
 
     # ---- plumbing --------------------------------------------------------------------------------
     def reply(self, header: dict, payload=b"") -> None:
@@ -241,7 +243,7 @@ class Worker:
         # first call of a shape includes the compile of any specialization not in the cache.
         # worker.send: the previous trial's reply: its pipe write (which blocks while the parent is not reading),
         # and with the output slot the wait for the parent's read of it
-        spent = {"worker.inputs": getattr(self, "_inputs_s", 0.0), "worker.send": getattr(self, "_send_s", 0.0)}
+        spent = {"worker.inputs": self._inputs_s, "worker.send": self._send_s}
         self._inputs_s = self._send_s = 0.0
         t0 = time.monotonic()
         self.sync()
@@ -280,7 +282,7 @@ class Worker:
         if problem is None:
             shown = snapshots if snapshots is not None else result
             header.update(rs.header_of(shown, parts + [rs.Part(m, (), "", True) for m in self.spec.mutates]))
-            in_slot = self.slot.write(shown) if getattr(self, "slot", None) is not None else None
+            in_slot = self.slot.write(shown) if self.slot is not None else None
             if in_slot is None:
                 payload = rs.pack(shown)
             else:

@@ -4,15 +4,7 @@ export PYTHONUNBUFFERED=1
 mkdir -p /tmp/res
 cd "$(dirname "$0")/../../.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl > /tmp/res/pip.log 2>&1
-step() {  # name, timeout, command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  mkdir -p /tmp/res/$name
-  timeout -s TERM $limit "$@" > /tmp/res/$name/log 2>&1
-  echo "$name rc=$? $(( $(date +%s)-t0 ))s" >> /tmp/res/steps.txt
-  tar czf /tmp/res/$name.tgz -C /tmp/res $name
-  touch /tmp/res/$name.done
-}
+source agent/studies/batch/steps.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > /tmp/res/gpu.txt
 step rec_silu 450 python3 -m agent.studies.recovery --op silu_and_mul --gpu-minutes 4.5 --samples 2 --out /tmp/res/rec_silu/out
 PYTHONPATH=/tmp/site:$PWD step llm 200 python3 -m agent.studies.llm_path --op rms_norm --out /tmp/res/llm/out --timeout-s 190

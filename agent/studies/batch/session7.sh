@@ -5,15 +5,7 @@ export PYTHONUNBUFFERED=1
 mkdir -p /tmp/res
 cd "$(dirname "$0")/../../.."
 export PYTHONPATH=$PWD
-step() {  # name, timeout, command...
-  local name=$1 limit=$2; shift 2
-  local t0=$(date +%s)
-  mkdir -p /tmp/res/$name
-  timeout -s TERM $limit "$@" > /tmp/res/$name/log 2>&1
-  echo "$name rc=$? $(( $(date +%s)-t0 ))s" >> /tmp/res/steps.txt
-  tar czf /tmp/res/$name.tgz -C /tmp/res $name
-  touch /tmp/res/$name.done
-}
+source agent/studies/batch/steps.sh
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > /tmp/res/gpu.txt
 step checks 120 python3 -m pytest -q -p no:cacheprovider tests/sandbox/test_correctness.py -k checksum tests/sandbox/test_output_slot.py
 step bd 330 python3 sandbox/studies/eval_breakdown.py --out /tmp/res/bd/out --ops gemm,fused_moe -n 2 --per-shape --seeded-candidate
