@@ -16,20 +16,19 @@ every implementation on the CPU under Triton's interpreter at scaled-down shapes
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
 import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.studies.seed_variants import VARIANTS, edited  # noqa: E402 - after the path set-up
+from agent.studies.seed_variants import VARIANTS, load_seed, seed_variant  # noqa: E402,F401 - after the path set-up
 
 ISSUE_OPS = ("rms_norm", "silu_and_mul", "gemm", "fused_moe")   # issue 12's operators: the default set
 SLOW_BASELINES = {"fused_moe": ("eager", "compile", "liger")}   # host-syncing: 25-50 ms a call, eager-timed
@@ -56,33 +55,6 @@ class Record:
     t_roof_us: float | None = None
     t_floor_us: float | None = None
     weight: float | None = None
-
-
-def load_seed(spec) -> Any:
-    name = f"aka_seed_{spec.name}"
-    mod_spec = importlib.util.spec_from_file_location(name, spec.seed_path)
-    module = importlib.util.module_from_spec(mod_spec)
-    sys.modules[name] = module
-    mod_spec.loader.exec_module(module)
-    return module
-
-
-def seed_variant(module, overrides) -> Callable[..., Any]:
-    """The seed's function run with CONFIGS changed by `overrides` (restored after each call): a dict of
-    set_path paths and values, or a function that edits a copy of CONFIGS in place."""
-    fn = getattr(module, module.__name__.removeprefix("aka_seed_"))
-    if not overrides:
-        return fn
-    changed = edited(module.CONFIGS, overrides)
-
-    def run(**inputs):
-        saved = module.CONFIGS
-        module.CONFIGS = changed
-        try:
-            return fn(**inputs)
-        finally:
-            module.CONFIGS = saved
-    return run
 
 
 def implementations(spec, variants: bool, slow: bool, only: set[str] | None = None):

@@ -10,7 +10,13 @@ replay, L2 flushed before every call, four input sets rotated, median), on each 
             first), as a serving engine compiles for its captured batch sizes
   liger     Liger-Kernel's kernel where it has the operator (loaded lazily; "absent" when not installed)
 
-    python -m agent.studies.measure_new_ops --out /tmp/new_ops [--ops softmax,l2_norm] [--max-shapes 3]
+    python -m agent.studies.measure_new_ops --out /tmp/new_ops [--ops softmax,l2_norm] [--max-shapes 3] [--variants]
+
+--max-shapes 0 times every hot shape. --variants also times the seed's CONFIGS variants
+(agent/studies/seed_variants.py, applied by its seed_variant, each checked against the reference first like
+the seed) as `seed:<name>` beside the seed, in a table of their own (they are ours: never the "best other").
+--dry-run runs the same checks on the CPU under Triton's interpreter at the operators' interpreter_dims in fp32
+(seed, variants and eager; no torch.compile, no Liger, nothing timed).
 
 Writes <out>/new_ops.md (a table per operator) and <out>/new_ops.json, and prints the summary last.
 About 4-6 GPU minutes for 7 operators x 3 shapes, most of it torch.compile (one static compile per shape):
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import math
 import json
 import statistics
 import sys
@@ -52,8 +59,11 @@ LIGER = {
 
 # ---- pure parts (tested on the CPU) ----------------------------------------------------------------
 def pick_shapes(shapes, max_shapes: int):
-    """The operator's hot shapes, heaviest first, at most `max_shapes`, keeping both phases where it has them."""
+    """The operator's hot shapes, heaviest first, at most `max_shapes` (0: all of them), keeping both phases
+    where it has them."""
     hot = sorted((s for s in shapes if s.hot), key=lambda s: -s.weight)
+    if max_shapes <= 0:
+        return hot
     picked = []
     for phase in ("decode", "prefill"):
         picked += [s for s in hot if s.phase == phase][:max(1, max_shapes // 2)]
@@ -82,6 +92,8 @@ def _cell(c: dict | None) -> str:
         return "-"
     if c.get("error"):
         return c["error"][:40]
+    if c.get("t_us") is None and "t_us" in c:      # a dry run: checked, not timed
+        return "checked" if c.get("ok") else "WRONG"
     t = f"{c['t_us']:.2f}" if c.get("t_us") else "-"
     if c.get("mode") and c["mode"] != "graph":
         t += f" ({c['mode']})"
@@ -111,15 +123,57 @@ def render_markdown(result: dict) -> str:
             cells = " | ".join(_cell(r["contenders"].get(k)) for k in CONTENDERS)
             lines.append(f"| {r['shape']} | {r['phase']} | {r['t_roof_us']:.2f} | {cells} | {name or '-'} | {ratio} | {att} |")
         lines.append("")
+        lines += _variant_table(rows)
     return "\n".join(lines) + "\n"
 
 
+def best_variant(row: dict) -> tuple[str | None, float | None]:
+    """The fastest correct implementation of ours on a row: the seed or one of its variants."""
+    ours = {"seed": row["contenders"].get("seed", {}), **row.get("variants", {})}
+    times = {k: v["t_us"] for k, v in ours.items() if v.get("ok") and v.get("t_us")}
+    if not times:
+        return None, None
+    name = min(times, key=times.get)
+    return name, times[name]
+
+
+def _variant_table(rows: list[dict]) -> list[str]:
+    """Seed and variants side by side per shape (rows without variants: nothing)."""
+    names = list(dict.fromkeys(v for r in rows for v in r.get("variants", {})))
+    if not names:
+        return []
+    lines = ["Seed variants (`seed / best`: the seed's time over the fastest correct one of ours; `best other / "
+             "best`: the best alternative's time over it, >= 1 means ours is ahead):", "",
+             "| shape | seed | " + " | ".join(names) + " | best | seed / best | best other / best |",
+             "|---|---|" + "---|" * len(names) + "---|---|---|"]
+    for r in rows:
+        name, t = best_variant(r)
+        _, t_other = best_other(r)
+        seed_t = r["contenders"].get("seed", {}).get("t_us")
+        cells = " | ".join(_cell(r["variants"].get(n)) for n in names)
+        ratio = f"{seed_t / t:.2f}" if seed_t and t else "-"
+        vs_other = f"{t_other / t:.2f}" if t_other and t else "-"
+        lines.append(f"| {r['shape']} | {_cell(r['contenders'].get('seed'))} | {cells} | {name or '-'} | {ratio} | "
+                     f"{vs_other} |")
+    wins = {}
+    for r in rows:
+        name, _ = best_variant(r)
+        if name:
+            wins.setdefault(name, []).append(r["shape"])
+    lines += ["", "Fastest of ours per shape: " + "; ".join(f"{n}: {', '.join(s)}" for n, s in wins.items()), ""]
+    return lines
+
+
 # ---- the GPU run -------------------------------------------------------------------------------------
-def _load_seed(spec):
-    mod_spec = importlib.util.spec_from_file_location(f"aka_seed_{spec.name}", spec.seed_path)
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
-    return getattr(module, spec.name)
+def implementations(spec, variants: bool) -> dict:
+    """{"seed": the seed's function, "seed:<variant>": the seed run with the variant's CONFIGS, ...}, through
+    seed_variants.seed_variant (the one way measure_baselines applies them too)."""
+    from agent.studies.seed_variants import VARIANTS, load_seed, seed_variant
+    module = load_seed(spec)
+    out = {"seed": seed_variant(module, {})}
+    if variants:
+        out.update({f"seed:{name}": seed_variant(module, ov) for name, ov in VARIANTS.get(spec.name, [])})
+    return out
 
 
 def _liger(op: str, module=None):
@@ -153,13 +207,15 @@ def _check(fn, call_inputs: dict, inputs: dict, spec, dims, dtype) -> tuple[bool
     return ok, tensors
 
 
-def _measure(fn, call_sets, spec, dims, dtype, reps: int, input_sets=None) -> dict:
-    """One contender on one shape: checked (_check, on the first set) then timed on call_sets. input_sets are
-    the operator's inputs where call_sets are a library's conversions of them."""
+def _measure(fn, call_sets, spec, dims, dtype, reps: int, input_sets=None, dry_run: bool = False) -> dict:
+    """One contender on one shape: checked (_check, on the first set) then timed on call_sets (unless dry_run:
+    checked only). input_sets are the operator's inputs where call_sets are a library's conversions of them."""
     from sandbox import results
     from sandbox.timing import time_call
     try:
         ok, tensors = _check(fn, call_sets[0], (input_sets or call_sets)[0], spec, dims, dtype)
+        if dry_run:
+            return {"t_us": None, "ok": ok, "out_dtype": ",".join(results.cx.dtype_name(g.dtype) for g in tensors)}
         t = time_call(fn, call_sets, reps=reps)
         return {"t_us": t.t_s * 1e6, "mode": t.mode, "spread": t.spread, "t_eager_us": t.t_eager_s * 1e6, "ok": ok,
                 "out_dtype": ",".join(results.cx.dtype_name(g.dtype) for g in tensors)}
@@ -167,16 +223,22 @@ def _measure(fn, call_sets, spec, dims, dtype, reps: int, input_sets=None) -> di
         return {"error": f"{type(exc).__name__}: {exc}"[:300], "ok": False}
 
 
-def run(ops, max_shapes: int, reps: int, command: str) -> dict:
+def run(ops, max_shapes: int, reps: int, command: str, variants: bool = False, dry_run: bool = False) -> dict:
+    """Every contender on every picked shape. dry_run: on the CPU (the interpreter), interpreter_dims in fp32,
+    the seed, its variants and eager checked, nothing timed or compiled."""
     import torch
     import triton
     from benchmarks.hardware import load_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
-    from sandbox.timing import measure_floor
 
     hw = load_hardware("h200")
-    floor_us = measure_floor() * 1e6
+    device = "cpu" if dry_run else "cuda"
+    if dry_run:
+        floor_us = math.nan
+    else:
+        from sandbox.timing import measure_floor
+        floor_us = measure_floor() * 1e6
     try:
         import liger_kernel  # noqa: F401  (version only)
         from importlib.metadata import version
@@ -186,58 +248,81 @@ def run(ops, max_shapes: int, reps: int, command: str) -> dict:
     rows = []
     for op in ops:
         spec = load_operator(op)
-        seed_fn = _load_seed(spec)
+        ours = implementations(spec, variants)
+        seed_fn = ours.pop("seed")
         baseline = getattr(spec.module, "baseline", spec.reference)
         liger_fn, liger_other, liger_absent = _liger(op, spec.module)
         liger_prepare = getattr(spec.module, "baseline_liger_inputs", None)
         for shape in pick_shapes(spec.shapes, max_shapes):
             t0 = time.time()
-            dims, dtype = shape.dim, shape.dtype
-            sets = [spec.make_inputs(dims, dtype, seed=1000 + i, device="cuda") for i in range(N_INPUT_SETS)]
-            torch._dynamo.reset()   # a fresh static compile for this shape, no automatic dynamic shapes
-            compiled = torch.compile(baseline, dynamic=False)
-            fns = {"seed": lambda i: seed_fn(**i), "eager": lambda i: baseline(**i), "compile": lambda i: compiled(**i)}
+            dims, dtype = (spec.interpreter_dims(shape.dim), "fp32") if dry_run else (shape.dim, shape.dtype)
+            sets = [spec.make_inputs(dims, dtype, seed=1000 + i, device=device)
+                    for i in range(1 if dry_run else N_INPUT_SETS)]
+            fns = {"seed": lambda i: seed_fn(**i), "eager": lambda i: baseline(**i)}
+            if not dry_run:
+                torch._dynamo.reset()   # a fresh static compile for this shape, no automatic dynamic shapes
+                compiled = torch.compile(baseline, dynamic=False)
+                fns["compile"] = lambda i, c=compiled: c(**i)
             inputs_for = {}
-            if liger_fn is not None and op in LIGER:
+            if dry_run:
+                pass
+            elif liger_fn is not None and op in LIGER:
                 fns["liger"] = lambda i: liger_fn(*[i[a] for a in spec.arg_names if a in i])
             elif liger_fn is not None:         # operator.py's hook; its inputs converted once per set, untimed
                 fns["liger"] = lambda i: liger_fn(**i)
                 inputs_for["liger"] = [liger_prepare(**i) for i in sets] if liger_prepare else sets
-            contenders = {name: _measure(fn, inputs_for.get(name, sets), spec, dims, dtype, reps, input_sets=sets)
+            contenders = {name: _measure(fn, inputs_for.get(name, sets), spec, dims, dtype, reps, input_sets=sets,
+                                         dry_run=dry_run)
                           for name, fn in fns.items()}
-            if liger_fn is None:
+            tried = {name: _measure(lambda i, f=fn: f(**i), sets, spec, dims, dtype, reps, dry_run=dry_run)
+                     for name, fn in ours.items()}
+            if dry_run:
+                contenders["liger"] = {"error": "not run (dry run)", "ok": False}
+            elif liger_fn is None:
                 contenders["liger"] = {"error": liger_absent, "ok": False}
             elif liger_other:
                 contenders["liger"].update(other_contract=True, note=liger_other)
             t_roof_us = roofline(*spec.work(shape), hw).t_roof_s * 1e6
             rows.append({"op": op, "shape": shape.id, "dims": dims, "phase": shape.phase, "weight": shape.weight,
-                         "t_roof_us": t_roof_us, "contenders": contenders,
+                         "t_roof_us": t_roof_us, "contenders": contenders, "variants": tried,
                          "attainment": attainment(contenders["seed"].get("t_us") if contenders["seed"].get("ok") else None,
                                                   t_roof_us, floor_us)})
-            print(f"  {op} {shape.id}: " + ", ".join(f"{k} {_cell(v)}" for k, v in contenders.items())
+            print(f"  {op} {shape.id}: " + ", ".join(f"{k} {_cell(v)}" for k, v in {**contenders, **tried}.items())
                   + f" ({time.time() - t0:.0f} s)", flush=True)
             del sets
-            torch.cuda.empty_cache()
+            if not dry_run:
+                torch.cuda.empty_cache()
     return {"command": command, "ops": list(ops), "rows": rows, "floor_us": floor_us, "hardware": hw.name,
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-            "liger": liger_version}
+            "gpu": "cpu (dry run: Triton interpreter, nothing timed)" if dry_run else torch.cuda.get_device_name(),
+            "torch": torch.__version__, "triton": triton.__version__, "liger": liger_version, "dry_run": dry_run}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for new_ops.md and new_ops.json")
     ap.add_argument("--ops", default=",".join(NEW_OPS), help="comma-separated operators")
-    ap.add_argument("--max-shapes", type=int, default=3, help="hot shapes per operator, heaviest first")
+    ap.add_argument("--max-shapes", type=int, default=3, help="hot shapes per operator, heaviest first; 0: every "
+                    "hot shape")
+    ap.add_argument("--variants", action="store_true", help="also time the seed's CONFIGS variants "
+                    "(agent/studies/seed_variants.py), each checked first")
+    ap.add_argument("--dry-run", action="store_true", help="CPU: check the seed, its variants and eager under "
+                    "Triton's interpreter at interpreter_dims (fp32); nothing timed")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per contender and shape")
     ap.add_argument("--jobs", type=int, default=0, help="first fill torch.compile's caches for every (operator, "
                     "shape) in this many processes at once (agent/studies/compile_warmup.py); the timing stays "
                     "sequential in this process")
     args = ap.parse_args(argv)
+    if args.dry_run:
+        import os
+        if os.environ.get("TRITON_INTERPRET") != "1" and "triton" in sys.modules:
+            print("measure_new_ops: --dry-run needs TRITON_INTERPRET=1 before triton is imported", file=sys.stderr)
+            return 2
+        os.environ["TRITON_INTERPRET"] = "1"
     import torch
-    if not torch.cuda.is_available():
+    if not args.dry_run and not torch.cuda.is_available():
         print("measure_new_ops: no CUDA GPU is visible to torch; run it on the GPU box", file=sys.stderr)
         return 2
-    from benchmarks.registry import list_operators
+    from benchmarks.registry import list_operators, load_operator
     ops = [o for o in args.ops.split(",") if o]
     unknown = sorted(set(ops) - set(list_operators()))
     if unknown:
@@ -245,13 +330,20 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     command = "python -m agent.studies.measure_new_ops " + " ".join(argv if argv is not None else sys.argv[1:])
-    if args.jobs > 0:
+    if args.variants or args.dry_run:
+        from agent.studies.seed_variants import check_variants, load_seed
+        bad = [p for op in ops for p in check_variants(op, load_seed(load_operator(op)).CONFIGS)]
+        if bad:
+            print("measure_new_ops: variants that do not apply:\n  " + "\n  ".join(bad), file=sys.stderr)
+            return 2
+    if args.jobs > 0 and not args.dry_run:
         from agent.studies.compile_warmup import warm
         t0 = time.monotonic()
         failed = warm(ops, args.max_shapes, args.jobs, pick_shapes)
         print(f"compile warm-up in {args.jobs} processes: {time.monotonic() - t0:.0f} s"
               + "".join(f"\n  not warmed: {f}" for f in failed), flush=True)
-    result = run(ops, args.max_shapes, args.reps, command)
+    result = run(ops, args.max_shapes, args.reps, command, variants=args.variants or args.dry_run,
+                 dry_run=args.dry_run)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "new_ops.json").write_text(json.dumps(result, indent=1))
     text = render_markdown(result)

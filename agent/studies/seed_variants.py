@@ -1,15 +1,20 @@
-"""The seed variants agent/studies/measure_baselines.py times beside each seed: per operator, a name and
-how it changes the seed's CONFIGS (a dict of set_path paths, or a function that edits a copy in place).
+"""The seed variants agent/studies/measure_baselines.py and measure_new_ops.py (--variants) time beside each
+seed: per operator, a name and how it changes the seed's CONFIGS (a dict of set_path paths, or a function that
+edits a copy in place). `seed_variant` is the one way both apply a variant; a path must name a key CONFIGS
+already has (set_path raises KeyError otherwise) and a variant must change something (`check_variants`).
 Each flips the structural switches the seeds expose (FLAT, PERSISTENT, TMA, SPLIT_K, W_TMA ...) or a tile
 choice, across the size buckets named, so one GPU run tells which structure wins on which shape.
 """
 from __future__ import annotations
 
-from typing import Any
+import importlib.util
+import sys
+from typing import Any, Callable
 
 
 def set_path(cfg: Any, path: str, value: Any) -> None:
-    """cfg["a"]["b"] = value for "a.b"; "*" walks every entry of a dict or list ((bound, dict) pairs too)."""
+    """cfg["a"]["b"] = value for "a.b"; "*" walks every entry of a dict or list ((bound, dict) pairs too).
+    Every key must exist already (KeyError otherwise): a misspelt path must not add a key the seed never reads."""
     head, _, rest = path.partition(".")
     if head == "*":
         items = cfg.values() if isinstance(cfg, dict) else cfg
@@ -17,6 +22,8 @@ def set_path(cfg: Any, path: str, value: Any) -> None:
                    for it in items]
     else:
         key = int(head) if isinstance(cfg, list) else (int(head) if head.isdigit() and int(head) in cfg else head)
+        if isinstance(cfg, dict) and key not in cfg:
+            raise KeyError(f"no key {head!r} here (keys: {', '.join(map(str, cfg))})")
         if not rest:
             cfg[key] = value
             return
@@ -39,6 +46,47 @@ def edited(configs: Any, overrides) -> Any:
         for path, value in overrides.items():
             set_path(changed, path, value)
     return changed
+
+
+def load_seed(spec) -> Any:
+    """The operator's seed.py as a fresh module named aka_seed_<op>."""
+    name = f"aka_seed_{spec.name}"
+    mod_spec = importlib.util.spec_from_file_location(name, spec.seed_path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[name] = module
+    mod_spec.loader.exec_module(module)
+    return module
+
+
+def seed_variant(module, overrides) -> Callable[..., Any]:
+    """The seed's function run with CONFIGS changed by `overrides` (restored after each call): a dict of
+    set_path paths and values, or a function that edits a copy of CONFIGS in place."""
+    fn = getattr(module, module.__name__.removeprefix("aka_seed_"))
+    if not overrides:
+        return fn
+    changed = edited(module.CONFIGS, overrides)
+
+    def run(**inputs):
+        saved = module.CONFIGS
+        module.CONFIGS = changed
+        try:
+            return fn(**inputs)
+        finally:
+            module.CONFIGS = saved
+    return run
+
+
+def check_variants(op: str, configs: Any) -> list[str]:
+    """One line per variant of `op` that does not apply to `configs`: a path that names no key, an edit that
+    raises, or one that leaves CONFIGS unchanged (a bucket range that matches no bucket)."""
+    problems = []
+    for name, overrides in VARIANTS.get(op, []):
+        try:
+            if edited(configs, overrides) == configs:
+                problems.append(f"{op}:{name} changes nothing")
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            problems.append(f"{op}:{name}: {type(exc).__name__}: {exc}")
+    return problems
 
 
 def _every(bucket_key: str, **values) -> dict[str, Any]:
@@ -120,6 +168,78 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     "top_k_top_p_filter": [
         ("bisect", {"WAYS": 2, "BLOCK_V": 1024}), ("ways4", {"WAYS": 4}),
         ("ways16_b1024_w8", {"BLOCK_V": 1024, "num_warps": 8}), ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256})],
+    # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt
+    "layer_norm": [
+        ("decode_preload", _every("decode_by_block_h", PRELOAD_WB=1)),
+        ("decode_preload_rsqrt", _every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1)),
+        ("preload_rsqrt", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
+                           **_every("by_block_h", PRELOAD_WB=1, RSQRT=1)}),
+        ("decode_preload_w16", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
+                                "decode_by_block_h.4096.num_warps": 16}),
+        ("decode_preload_w4", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
+                               "decode_by_block_h.4096.num_warps": 4}),
+    ],
+    # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
+    "qk_rms_norm": [
+        ("prefill_fused_t2", _every("prefill_by_block_d", FUSED=1, TOKENS=2, PRELOAD_W=1)),
+        ("prefill_fused_t4_w8", _every("prefill_by_block_d", FUSED=1, TOKENS=4, num_warps=8)),
+        ("prefill_fused_t8_w8", _every("prefill_by_block_d", FUSED=1, TOKENS=8, num_warps=8)),
+        ("fused_t1", {**_every("by_block_d", FUSED=1, TOKENS=1), **_every("prefill_by_block_d", FUSED=1, TOKENS=4)}),
+        ("fused_t1_w2", {**_every("by_block_d", FUSED=1, TOKENS=1, num_warps=2),
+                         **_every("prefill_by_block_d", FUSED=1, TOKENS=2, num_warps=2)}),
+        ("preload", {**_every("by_block_d", PRELOAD_W=1), **_every("prefill_by_block_d", PRELOAD_W=1)}),
+    ],
+    # ties with Liger (0.98-1.01) at H = 7168/8192 (BLOCK_H 8192): the weight loaded before x and residual
+    "fused_add_rms_norm": [
+        ("preload", {**_every("by_block_h", PRELOAD_W=1), **_every("decode_by_block_h", PRELOAD_W=1)}),
+        ("preload_w32", {**_every("by_block_h", PRELOAD_W=1), **_every("decode_by_block_h", PRELOAD_W=1),
+                         "by_block_h.8192.num_warps": 32, "decode_by_block_h.8192.num_warps": 32}),
+        ("preload_w8", {**_every("by_block_h", PRELOAD_W=1), **_every("decode_by_block_h", PRELOAD_W=1),
+                        "by_block_h.8192.num_warps": 8, "decode_by_block_h.8192.num_warps": 8}),
+        ("decode_preload_w8", {**_every("decode_by_block_h", PRELOAD_W=1), "decode_by_block_h.8192.num_warps": 8}),
+    ],
+    # T = 256 rows of 129k-152k logits: pass 2 re-reads x from DRAM (66-78 MB > the 50 MB L2)
+    "softmax": [
+        ("reverse", {"REVERSE": 1}),
+        ("reverse_evict_last", {"REVERSE": 1, "PASS1_EVICT_LAST": 1}),
+        ("evict_last", {"PASS1_EVICT_LAST": 1}),
+        ("reverse_b2048_w8", {"REVERSE": 1, "BLOCK_V": 2048, "num_warps": 8}),
+        ("reverse_splits128", {"REVERSE": 1, "MAX_SPLITS": 128, "TARGET_PROGRAMS": 1056}),
+    ],
+    # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
+    "per_token_group_quant_fp8": [
+        ("big_g32_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 32}),
+        ("big_g64_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 64}),
+        ("big_g8_w4", {f"by_pairs.{1 << 40}.BLOCK_G": 8, f"by_pairs.{1 << 40}.num_warps": 4}),
+        ("big_g16_w4", {f"by_pairs.{1 << 40}.num_warps": 4}),
+        ("mid_g16_w8", {"by_pairs.262144.BLOCK_G": 16, "by_pairs.262144.num_warps": 8,
+                        f"by_pairs.{1 << 40}.BLOCK_G": 32}),
+    ],
+    # decode, 5.3-5.6 us at T <= 256: k = 8 rounds of dependent row reductions (SELECT: 3, 2 or 1 a round)
+    "moe_topk_softmax": [
+        ("select1", _every("by_block_e", SELECT=1)),
+        ("select2", _every("by_block_e", SELECT=2)),
+        ("select2_r1_w1", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 1, "by_block_e.128.num_warps": 1}),
+        ("select2_r2_w1", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 2, "by_block_e.128.num_warps": 1}),
+        ("select1_r4_w1", {**_every("by_block_e", SELECT=1), "by_block_e.128.ROWS": 4, "by_block_e.128.num_warps": 1}),
+        ("select2_r4_w2", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 4}),
+    ],
+    # decode (one new token per sequence): channel tiles and warps
+    "causal_conv1d_update": [
+        ("b64_w1_small", _buckets(0, 16, BLOCK_D=64, num_warps=1)),
+        ("b128_w1", _buckets(0, 1 << 62, BLOCK_D=128, num_warps=1)),
+        ("b256_w2", _buckets(0, 1 << 62, BLOCK_D=256, num_warps=2)),
+        ("b1024_w4_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=4)),
+        ("b512_w8_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=8)),
+    ],
+    # decode T = 1-256 at 2.3-2.6 us against a 1.5 us floor: heads per program and warps (D = 128: key 64)
+    "rotary_embedding": [
+        ("w2", {"by_block_half.64.num_warps": 2}),
+        ("w1", {"by_block_half.64.num_warps": 1}),
+        ("w8", {"by_block_half.64.num_warps": 8}),
+        ("h4_w2", {"by_block_half.64.BLOCK_H": 4, "by_block_half.64.num_warps": 2}),
+        ("h2_w1", {"by_block_half.64.BLOCK_H": 2, "by_block_half.64.num_warps": 1}),
+    ],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))
         for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))],

@@ -79,3 +79,30 @@ def test_a_library_on_converted_inputs_is_checked_against_the_operators_own():
     assert ok and len(tensors) == 2
     wrong = lambda i: tuple(t * 1.01 for t in _hf_rope(**i))
     assert m._check(wrong, converted, inputs, spec, dims, dtype)[0] is False
+
+
+def test_max_shapes_zero_picks_every_hot_shape():
+    spec = load_operator("layer_norm")
+    hot = [s for s in spec.shapes if s.hot]
+    assert len(m.pick_shapes(spec.shapes, 0)) == len(hot) > 3
+
+
+def test_the_variant_table_names_the_fastest_of_ours():
+    row = dict(_row(), variants={"seed:a": {"t_us": 16.0, "ok": True, "mode": "graph"},
+                                 "seed:b": {"t_us": 12.0, "ok": False, "mode": "graph"}})
+    assert m.best_variant(row) == ("seed:a", 16.0)
+    text = "\n".join(m._variant_table([row]))
+    assert "| T64-V151936 | 20.00 | 16.00 | 12.00 WRONG | seed:a | 1.25 | 1.88 |" in text
+
+
+@pytest.mark.interpreter
+def test_dry_run_checks_the_seed_and_every_variant_on_the_cpu(tmp_path):
+    import json
+    from agent.studies.seed_variants import VARIANTS
+    assert m.main(["--out", str(tmp_path), "--ops", "rotary_embedding", "--max-shapes", "2", "--dry-run"]) == 0
+    data = json.loads((tmp_path / "new_ops.json").read_text())
+    assert data["dry_run"] and len(data["rows"]) == 2
+    for row in data["rows"]:
+        assert set(row["variants"]) == {f"seed:{n}" for n, _ in VARIANTS["rotary_embedding"]}
+        assert all(c["ok"] and c["t_us"] is None for c in [row["contenders"]["seed"], *row["variants"].values()])
+    assert "seed:w2" in (tmp_path / "new_ops.md").read_text()

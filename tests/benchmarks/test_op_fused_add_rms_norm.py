@@ -118,3 +118,17 @@ def test_occurrences(spec):
     assert spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64) == [({"T": 64, "H": 4096}, 64)]
     assert spec.module.occurrences(MODELS["deepseek-v3"], 8, 16) == [({"T": 16, "H": 7168}, 122)]
     assert spec.module.occurrences(MODELS["command-r7b"], 1, 16) == []
+
+
+@pytest.mark.interpreter
+def test_seed_preload_switch(spec, seed, monkeypatch):
+    """PRELOAD_W=1 in both tables: one chunk (odd H), the prefill table, and the chunked path (where it is off)."""
+    for table in ("by_block_h", "decode_by_block_h"):
+        monkeypatch.setitem(seed.CONFIGS, table, {k: dict(v, PRELOAD_W=1) for k, v in seed.CONFIGS[table].items()})
+    for (T, H), decode_max_t in (((5, 37), 256), ((3, 200), 0), ((2, 1000), 256)):
+        monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
+        dims = {"T": T, "H": H}
+        assert call_failures(spec, seed.fused_add_rms_norm, spec.make_inputs(dims, "fp32", seed=T + H), dims) == []
+    monkeypatch.setitem(seed.CONFIGS, "max_block_h", 64)
+    dims = {"T": 3, "H": 200}
+    assert call_failures(spec, seed.fused_add_rms_norm, spec.make_inputs(dims, "fp32", seed=7), dims) == []

@@ -83,3 +83,27 @@ def test_occurrences(spec):
     assert spec.module.occurrences(MODELS["llama-3.1-8b"], 1, 64) == []
     assert load_operator("rms_norm").module.occurrences(MODELS["command-r7b"], 1, 64) == []
     assert math.isclose(MODELS["command-r7b"]["layer_norm_eps"], spec.module.DEFAULT_EPS)
+
+
+def _switched(seed, **values):
+    """CONFIGS with every entry of both tables (decode and prefill) set to these switch values."""
+    cfg = dict(seed.CONFIGS)
+    for table in ("by_block_h", "decode_by_block_h"):
+        cfg[table] = {k: dict(v, **values) for k, v in seed.CONFIGS[table].items()}
+    return cfg
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("preload, rsqrt", [(1, 0), (0, 1), (1, 1)])
+def test_seed_switches_match_reference(spec, seed, monkeypatch, preload, rsqrt):
+    """PRELOAD_WB and RSQRT on the one-pass path (decode and prefill tables) and the three-pass path."""
+    monkeypatch.setattr(seed, "CONFIGS", _switched(seed, PRELOAD_WB=preload, RSQRT=rsqrt))
+    for T, H, decode_max_t in ((3, 200, 256), (5, 37, 0), (2, 4096, 256)):
+        monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
+        inputs = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T + H)
+        assert tolerance_failures(seed.layer_norm(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+    monkeypatch.setitem(seed.CONFIGS, "max_block_h", 64)
+    a = spec.make_inputs({"T": 3, "H": 232}, "fp32", seed=6)
+    x, w, b = a["x"][:, 16:216], a["weight"][:200], a["bias"][:200]
+    assert tolerance_failures(seed.layer_norm(x, w, b, 1e-5), spec.reference(x, w, b, 1e-5),
+                              spec.tolerance("fp32")) == []

@@ -114,3 +114,23 @@ def test_occurrences(spec):
 def test_seed_passes_the_sandbox():
     res = evaluate_seed("moe_topk_softmax")
     assert res.accepted, f"{res.verdict} at {res.failed_stage}: {res.reasons}"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("select", [1, 2])
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_seed_select_switch(spec, seed, monkeypatch, select, renormalize):
+    """SELECT=1 (weight from the round's maximum) and 2 (one packed-key reduction a round): the same ids
+    (ties to the lower id, the seeded tie at the cut) and weights, also with -0.0/+0.0, -inf and negative rows."""
+    monkeypatch.setitem(seed.CONFIGS, "by_block_e", {k: dict(v, SELECT=select)
+                                                     for k, v in seed.CONFIGS["by_block_e"].items()})
+    for T, E, k in ((13, 128, 8), (5, 60, 5), (1, 7, 7), (3, 512, 10)):
+        inputs = spec.make_inputs({"T": T, "E": E, "k": k}, "fp32", seed=T + E)
+        inputs["renormalize"] = renormalize
+        (w, ids), (rw, rids) = seed.moe_topk_softmax(**inputs), spec.reference(**inputs)
+        assert torch.equal(ids, rids) and tolerance_failures(w, rw, spec.tolerance("fp32")) == []
+    x = torch.tensor([[-0.0, 0.0, -1.0, float("-inf"), -0.0, -3.0],
+                      [-5.0, -2.0, -2.0, -7.0, -1.0, float("-inf")]])
+    (w, ids), (rw, rids) = seed.moe_topk_softmax(x, 4, renormalize), spec.reference(x, 4, renormalize)
+    assert ids.tolist() == rids.tolist() == [[0, 1, 4, 2], [4, 1, 2, 0]]
+    assert tolerance_failures(w, rw, spec.tolerance("fp32")) == []

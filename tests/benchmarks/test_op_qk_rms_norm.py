@@ -115,3 +115,23 @@ def test_occurrences(spec):
 def test_seed_passes_the_sandbox():
     res = evaluate_seed("qk_rms_norm")
     assert res.accepted, f"{res.verdict} at {res.failed_stage}: {res.reasons}"
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("fused, tokens, preload", [(1, 1, 0), (1, 2, 0), (1, 4, 0), (0, 1, 1)])
+def test_seed_switches_match_reference(spec, seed, monkeypatch, fused, tokens, preload):
+    """FUSED (TOKENS whole tokens of q and k per program) and PRELOAD_W, on odd head counts and sizes, a token
+    count that TOKENS does not divide, the prefill table, and views of a fused QKV."""
+    for table in ("by_block_d", "prefill_by_block_d"):
+        monkeypatch.setitem(seed.CONFIGS, table, {key: dict(v, FUSED=fused, TOKENS=tokens, PRELOAD_W=preload)
+                                                  for key, v in seed.CONFIGS[table].items()})
+    for (T, Hq, Hk, D), decode_max_t in (((5, 7, 3, 80), 256), ((3, 4, 1, 128), 0), ((1, 16, 1, 96), 256)):
+        monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
+        inputs = spec.make_inputs({"T": T, "Hq": Hq, "Hk": Hk, "D": D}, "fp32", seed=T + D)
+        for out, ref in zip(seed.qk_rms_norm(**inputs), spec.reference(**inputs)):
+            assert tolerance_failures(out, ref, spec.tolerance("fp32")) == []
+    a = spec.make_inputs({"T": 3, "Hq": 4, "Hk": 2, "D": 64}, "fp32", seed=6)
+    qkv = torch.cat([a["q"], a["k"], a["k"]], dim=1)
+    q, k = qkv[:, :4], qkv[:, 4:6]
+    for out, ref in zip(seed.qk_rms_norm(q, k, a["wq"], a["wk"], 1e-6), spec.reference(q, k, a["wq"], a["wk"], 1e-6)):
+        assert out.is_contiguous() and tolerance_failures(out, ref, spec.tolerance("fp32")) == []

@@ -102,3 +102,17 @@ def test_occurrences_rows_per_phase(spec):
     # a prefill chunk samples one row per 2048-token prompt, at least one
     assert occ(MODELS["qwen3-30b-a3b"], 1, 1024, "prefill") == [({"T": 1, "V": 151936}, 1)]
     assert occ(MODELS["qwen3-30b-a3b"], 1, 8192, "prefill") == [({"T": 4, "V": 151936}, 1)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("reverse, evict", [(1, 0), (0, 1), (1, 1)])
+def test_seed_reverse_and_evict_switches(spec, seed, monkeypatch, reverse, evict):
+    """REVERSE (pass 2's programs in reverse order) and PASS1_EVICT_LAST, with several splits per row and
+    rows that do not fill the last chunk."""
+    monkeypatch.setitem(seed.CONFIGS, "REVERSE", reverse)
+    monkeypatch.setitem(seed.CONFIGS, "PASS1_EVICT_LAST", evict)
+    monkeypatch.setitem(seed.CONFIGS, "BLOCK_V", 256)
+    for T, V in ((3, 2500), (1, 1000)):
+        assert seed._split(T, V, 256)[1] > 1
+        inputs = spec.make_inputs({"T": T, "V": V}, "fp32", seed=T + V)
+        assert tolerance_failures(seed.softmax(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []

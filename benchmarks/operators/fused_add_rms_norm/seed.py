@@ -6,6 +6,8 @@ CONFIGS["max_block_h"] take two passes: the sum of squares first (writing residu
 are read again and the same rounded sum is recomputed (no read-back of residual_out, which other threads of
 the program wrote without a barrier). Structural switch (constexpr): ROUND_NORMED=1 rounds the normalized value
 to the dtype before the weight multiply (vLLM's order; one more rounding, inside the tolerance), 0 rounds once.
+PRELOAD_W=1 (one-chunk rows) issues the weight load before x's and residual's, so its latency overlaps theirs
+instead of following the sum-of-squares reduction (0: the earlier seed, the weight loaded after it).
 """
 import torch
 import triton
@@ -17,23 +19,23 @@ CONFIGS = {
     "max_block_h": 8192,
     "decode_max_t": 256,
     "by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "ROUND_NORMED": 0},
-        512: {"ROWS": 4, "num_warps": 4, "ROUND_NORMED": 0},
-        1024: {"ROWS": 2, "num_warps": 4, "ROUND_NORMED": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "ROUND_NORMED": 0},
+        256: {"ROWS": 8, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        512: {"ROWS": 4, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "ROUND_NORMED": 0, "PRELOAD_W": 0},
     },
     "decode_by_block_h": {
-        256: {"ROWS": 4, "num_warps": 4, "ROUND_NORMED": 0},
-        512: {"ROWS": 2, "num_warps": 4, "ROUND_NORMED": 0},
-        1024: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "ROUND_NORMED": 0},
+        256: {"ROWS": 4, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        512: {"ROWS": 2, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        1024: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "ROUND_NORMED": 0, "PRELOAD_W": 0},
     },
 }
-SEARCH_SPACE = {"ROUND_NORMED": [0, 1]}
+SEARCH_SPACE = {"ROUND_NORMED": [0, 1], "PRELOAD_W": [0, 1]}
 
 
 @triton.jit
@@ -47,7 +49,7 @@ def _rounded_sum(x_ptr, r_ptr, rows64, cc, mask, stride_x, stride_r, out_dtype: 
 @triton.jit
 def _fused_add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, T, H, stride_x, stride_r, stride_o,
                                stride_ro, eps, ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
-                               NUM_CHUNKS: tl.constexpr, ROUND_NORMED: tl.constexpr):
+                               NUM_CHUNKS: tl.constexpr, ROUND_NORMED: tl.constexpr, PRELOAD_W: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rows64 = rows.to(tl.int64)          # T * stride can pass 2^31 elements on large prefill batches
     row_mask = rows < T
@@ -55,6 +57,8 @@ def _fused_add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, T, H, str
     dt = rout_ptr.dtype.element_ty
     acc = tl.zeros([ROWS, BLOCK_H], dtype=tl.float32)
     s = tl.zeros([ROWS, BLOCK_H], dtype=dt)
+    if PRELOAD_W and NUM_CHUNKS == 1:
+        w_pre = tl.load(w_ptr + cols, mask=cols < H, other=0.0, eviction_policy="evict_last").to(tl.float32)
     for c in range(NUM_CHUNKS):
         cc = c * BLOCK_H + cols
         mask = row_mask[:, None] & (cc < H)[None, :]
@@ -69,7 +73,10 @@ def _fused_add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, T, H, str
         mask = row_mask[:, None] & col_mask[None, :]
         if NUM_CHUNKS > 1:      # one chunk: the sum is still in registers
             s = _rounded_sum(x_ptr, r_ptr, rows64, cc, mask, stride_x, stride_r, dt)
-        w = tl.load(w_ptr + cc, mask=col_mask, other=0.0).to(tl.float32)
+        if PRELOAD_W and NUM_CHUNKS == 1:
+            w = w_pre
+        else:
+            w = tl.load(w_ptr + cc, mask=col_mask, other=0.0).to(tl.float32)
         normed = s.to(tl.float32) * rstd[:, None]
         if ROUND_NORMED:
             normed = normed.to(dt).to(tl.float32)
@@ -99,5 +106,6 @@ def fused_add_rms_norm(x, residual, weight, eps=1e-6):
     _fused_add_rms_norm_kernel[grid](x, residual, weight, out, residual_out, T, H, x.stride(0), residual.stride(0),
                                      out.stride(0), residual_out.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
                                      NUM_CHUNKS=triton.cdiv(H, block_h), ROUND_NORMED=cfg["ROUND_NORMED"],
+                                     PRELOAD_W=cfg["PRELOAD_W"],
                                      num_warps=cfg["num_warps"])
     return out, residual_out

@@ -3,6 +3,13 @@
 Memory-bound: each program normalizes ROWS rows held in registers (one read of x, one write of y; the
 variance is taken of the centred values, never E[x^2] - mean^2). Rows wider than CONFIGS["max_block_h"]
 take three passes over x (mean, centred variance, normalize). One launch, no host synchronization.
+
+Structural switches (constexpr, per table entry; 0 is the earlier seed):
+- PRELOAD_WB=1 issues the weight and bias loads before x's (one-pass rows), so their latency overlaps x's
+  instead of following the two row reductions: at decode (T = 16-256, one row per program) each program's
+  time is a chain of dependent latencies, and the later loads were one more L2 round trip at its end.
+- RSQRT=1 takes rstd = rsqrt(var + eps) (one MUFU op) instead of 1 / sqrt(var + eps) (sqrt, then a divide).
+Row counts up to CONFIGS["decode_max_t"] take the decode table, larger ones by_block_h.
 """
 import torch
 import triton
@@ -12,20 +19,31 @@ import triton.language as tl
 # gives each thread 16 elements of x.
 CONFIGS = {
     "max_block_h": 8192,
+    "decode_max_t": 256,
     "by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4},
-        512: {"ROWS": 4, "num_warps": 4},
-        1024: {"ROWS": 2, "num_warps": 4},
-        2048: {"ROWS": 1, "num_warps": 4},
-        4096: {"ROWS": 1, "num_warps": 8},
-        8192: {"ROWS": 1, "num_warps": 16},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0},
+    },
+    "decode_by_block_h": {
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0},
     },
 }
+SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1]}
 
 
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
-                       ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr):
+                       ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -35,13 +53,20 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
     if NUM_CHUNKS == 1:
         col_mask = cols < H
         mask = row_mask[:, None] & col_mask[None, :]
+        if PRELOAD_WB:
+            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
         mean = tl.sum(x, axis=1) / H
         xc = tl.where(mask, x - mean[:, None], 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / H + eps)
-        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+        if RSQRT:
+            rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / H + eps)
+        else:
+            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / H + eps)
+        if not PRELOAD_WB:
+            w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         y = xc * rstd[:, None] * w[None, :] + b[None, :]
         tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
@@ -58,7 +83,10 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
             x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0).to(tl.float32)
             xc = tl.where(mask, x - mean[:, None], 0.0)
             acc += xc * xc
-        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / H + eps)
+        if RSQRT:
+            rstd = tl.rsqrt(tl.sum(acc, axis=1) / H + eps)
+        else:
+            rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=1) / H + eps)
         for c in range(NUM_CHUNKS):
             cc = c * BLOCK_H + cols
             col_mask = cc < H
@@ -71,8 +99,8 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
             tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _config(block_h: int) -> dict:
-    table = CONFIGS["by_block_h"]
+def _config(T: int, block_h: int) -> dict:
+    table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
     return table[fitting[0] if fitting else max(table)]
 
@@ -87,9 +115,9 @@ def layer_norm(x, weight, bias, eps=1e-5):
         return y
     weight, bias = weight.contiguous(), bias.contiguous()
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
-    cfg = _config(block_h)
+    cfg = _config(T, block_h)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _layer_norm_kernel[grid](x, weight, bias, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
                              ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
-                             num_warps=cfg["num_warps"])
+                             PRELOAD_WB=cfg["PRELOAD_WB"], RSQRT=cfg["RSQRT"], num_warps=cfg["num_warps"])
     return y

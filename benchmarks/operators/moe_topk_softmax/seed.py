@@ -5,6 +5,17 @@ selection runs on the logits (softmax is monotonic and equal logits give equal p
 the row maximum, the lowest column holding it (the tie rule), records it and masks it out, so ids come out
 largest first. Weights are exp(x - max) of the chosen experts over the row's sum, or over the chosen ones' sum
 when RENORMALIZE (a constexpr from the call's renormalize). No host synchronization.
+
+A round is a chain of dependent row reductions, and at decode (T = 1-256, 8 rounds) the kernel is that chain.
+Structural switch SELECT (per table entry):
+- 0 (the earlier seed): max, then the min column holding it, then a masked sum that gathers exp(x - top) at that
+  column: three reductions a round.
+- 1: the gathered weight is exp(best - top) of the round's maximum itself (the same fp32 operation on the same
+  value as the gather read, so bit-identical): two reductions a round.
+- 2: one reduction a round: each logit becomes an int64 key, its fp32 bits mapped to an order-preserving int32
+  (negative values' magnitude bits flipped, -0.0 taken as +0.0) in the high half and BLOCK_E - 1 - column in
+  the low half, so the key maximum is the largest logit at its lowest column (the tie rule); chosen keys drop
+  to the minimum int64.
 """
 import torch
 import triton
@@ -14,23 +25,24 @@ import triton.language as tl
 # program and warps, about 16 logits a thread.
 CONFIGS = {
     "by_block_e": {
-        8: {"ROWS": 64, "num_warps": 1},
-        16: {"ROWS": 32, "num_warps": 1},
-        32: {"ROWS": 16, "num_warps": 1},
-        64: {"ROWS": 16, "num_warps": 2},
-        128: {"ROWS": 8, "num_warps": 2},
-        256: {"ROWS": 8, "num_warps": 4},
-        512: {"ROWS": 4, "num_warps": 4},
-        1024: {"ROWS": 2, "num_warps": 4},
-        2048: {"ROWS": 1, "num_warps": 4},
+        8: {"ROWS": 64, "num_warps": 1, "SELECT": 0},
+        16: {"ROWS": 32, "num_warps": 1, "SELECT": 0},
+        32: {"ROWS": 16, "num_warps": 1, "SELECT": 0},
+        64: {"ROWS": 16, "num_warps": 2, "SELECT": 0},
+        128: {"ROWS": 8, "num_warps": 2, "SELECT": 0},
+        256: {"ROWS": 8, "num_warps": 4, "SELECT": 0},
+        512: {"ROWS": 4, "num_warps": 4, "SELECT": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "SELECT": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "SELECT": 0},
     },
 }
+SEARCH_SPACE = {"SELECT": [0, 1, 2]}
 
 
 @triton.jit
 def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, stride_id,
                              ROWS: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
-                             RENORMALIZE: tl.constexpr):
+                             RENORMALIZE: tl.constexpr, SELECT: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -43,15 +55,33 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
     slots = tl.arange(0, BLOCK_K)
     chosen_e = tl.zeros([ROWS, BLOCK_K], dtype=tl.float32)
     chosen_id = tl.zeros([ROWS, BLOCK_K], dtype=tl.int32)
-    left = x
+    if SELECT == 2:
+        bits = x.to(tl.int32, bitcast=True)
+        key32 = tl.where(x == 0.0, 0, tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits))
+        left = (key32.to(tl.int64) << 32) | (BLOCK_E - 1 - cols)[None, :].to(tl.int64)
+        gone = tl.full([ROWS, BLOCK_E], -2147483648, tl.int32).to(tl.int64) << 32
+    else:
+        left = x
     for j in range(K):
-        best = tl.max(left, axis=1)
-        idx = tl.min(tl.where(left == best[:, None], cols[None, :], BLOCK_E), axis=1)
+        if SELECT == 2:
+            best_key = tl.max(left, axis=1)
+            idx = BLOCK_E - 1 - (best_key & 0xFFFFFFFF).to(tl.int32)
+            k32 = (best_key >> 32).to(tl.int32)
+            best = tl.where(k32 < 0, k32 ^ 0x7FFFFFFF, k32).to(tl.float32, bitcast=True)
+        else:
+            best = tl.max(left, axis=1)
+            idx = tl.min(tl.where(left == best[:, None], cols[None, :], BLOCK_E), axis=1)
         hit = cols[None, :] == idx[:, None]
-        ej = tl.sum(tl.where(hit, e, 0.0), axis=1)
+        if SELECT == 0:
+            ej = tl.sum(tl.where(hit, e, 0.0), axis=1)
+        else:
+            ej = tl.where(row_mask, tl.exp(best - top), 0.0)
         chosen_e = tl.where(slots[None, :] == j, ej[:, None], chosen_e)
         chosen_id = tl.where(slots[None, :] == j, idx[:, None], chosen_id)
-        left = tl.where(hit, float("-inf"), left)
+        if SELECT == 2:
+            left = tl.where(hit, gone, left)
+        else:
+            left = tl.where(hit, float("-inf"), left)
     if RENORMALIZE:
         denom = tl.sum(chosen_e, axis=1)
     else:
@@ -85,5 +115,6 @@ def moe_topk_softmax(logits, k=8, renormalize=True):
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _moe_topk_softmax_kernel[grid](logits, weights, ids, T, E, k, logits.stride(0), weights.stride(0), ids.stride(0),
                                    ROWS=cfg["ROWS"], BLOCK_E=block_e, BLOCK_K=triton.next_power_of_2(k),
-                                   RENORMALIZE=bool(renormalize), num_warps=cfg["num_warps"])
+                                   RENORMALIZE=bool(renormalize), SELECT=cfg["SELECT"],
+                                   num_warps=cfg["num_warps"])
     return weights, ids

@@ -4,6 +4,14 @@ Grid (T, query-head blocks + key-head blocks): a program normalizes BLOCK_H head
 (with wk) as a [BLOCK_H, BLOCK_D] tile, one sum of squares per head, so heads never mix. Rows are short
 (D = 128 or 256), so a tile holds whole heads and x is read once. Strided q and k (views of a fused QKV
 output) are read through their token and head strides. No host synchronization.
+
+Structural switches (per table entry; 0 is the earlier seed):
+- FUSED=1: grid (T / TOKENS,): one program normalizes TOKENS whole tokens, all of q's heads and all of k's
+  (tiles [TOKENS * next_pow2(Hq), BLOCK_D] and [TOKENS * next_pow2(Hk), BLOCK_D], BLOCK_H unused). With
+  FUSED=0 a key-head program of a GQA model (Hk = 1) is a [BLOCK_H, D] tile with one live head, and T = 8192
+  launches 16384 programs of which half move 256 bytes; fused, each moves TOKENS * (Hq + Hk) heads.
+- PRELOAD_W=1 issues the weight load before x's, so it overlaps x's latency instead of following the reduction.
+Row counts up to CONFIGS["decode_max_t"] take the decode table (by_block_d), larger ones prefill_by_block_d.
 """
 import torch
 import triton
@@ -12,25 +20,36 @@ import triton.language as tl
 # Tunables, keyed by BLOCK_D (D rounded up to a power of two; larger sizes use the largest key): heads per
 # program and warps, about 8-16 elements a thread.
 CONFIGS = {
+    "decode_max_t": 256,
     "by_block_d": {
-        64: {"BLOCK_H": 16, "num_warps": 2},
-        128: {"BLOCK_H": 8, "num_warps": 4},
-        256: {"BLOCK_H": 4, "num_warps": 4},
-        512: {"BLOCK_H": 2, "num_warps": 4},
+        64: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        128: {"BLOCK_H": 8, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        256: {"BLOCK_H": 4, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        512: {"BLOCK_H": 2, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+    },
+    "prefill_by_block_d": {
+        64: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        128: {"BLOCK_H": 8, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        256: {"BLOCK_H": 4, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        512: {"BLOCK_H": 2, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
     },
 }
+SEARCH_SPACE = {"FUSED": [0, 1], "PRELOAD_W": [0, 1], "TOKENS": [1, 2, 4, 8]}
 
 
 @triton.jit
 def _norm_heads(x_tok, o_tok, w_ptr, head0, H, D, stride_h, stride_oh, eps, BLOCK_H: tl.constexpr,
-                BLOCK_D: tl.constexpr):
+                BLOCK_D: tl.constexpr, PRELOAD_W: tl.constexpr):
     heads = head0 + tl.arange(0, BLOCK_H)
     cols = tl.arange(0, BLOCK_D)
     col_mask = cols < D
     mask = (heads < H)[:, None] & col_mask[None, :]
+    if PRELOAD_W:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
     x = tl.load(x_tok + heads[:, None] * stride_h + cols[None, :], mask=mask, other=0.0,
                 eviction_policy="evict_first").to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    if not PRELOAD_W:
+        w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)
     y = x * rstd[:, None] * w[None, :]
     tl.store(o_tok + heads[:, None] * stride_oh + cols[None, :], y.to(o_tok.dtype.element_ty), mask=mask)
@@ -39,19 +58,52 @@ def _norm_heads(x_tok, o_tok, w_ptr, head0, H, D, stride_h, stride_oh, eps, BLOC
 @triton.jit
 def _qk_rms_norm_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, HQ, HK, D, Q_BLOCKS,
                         stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh, stride_kot, stride_koh,
-                        eps, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr):
+                        eps, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PRELOAD_W: tl.constexpr):
     t = tl.program_id(0).to(tl.int64)
     hb = tl.program_id(1)
     if hb < Q_BLOCKS:
         _norm_heads(q_ptr + t * stride_qt, qo_ptr + t * stride_qot, wq_ptr, hb * BLOCK_H, HQ, D, stride_qh,
-                    stride_qoh, eps, BLOCK_H, BLOCK_D)
+                    stride_qoh, eps, BLOCK_H, BLOCK_D, PRELOAD_W)
     else:
         _norm_heads(k_ptr + t * stride_kt, ko_ptr + t * stride_kot, wk_ptr, (hb - Q_BLOCKS) * BLOCK_H, HK, D,
-                    stride_kh, stride_koh, eps, BLOCK_H, BLOCK_D)
+                    stride_kh, stride_koh, eps, BLOCK_H, BLOCK_D, PRELOAD_W)
 
 
-def _config(block_d: int) -> dict:
-    table = CONFIGS["by_block_d"]
+@triton.jit
+def _norm_tokens(x_ptr, o_ptr, w, cols, col_mask, tok0, T, H, D, stride_t, stride_h, stride_ot, stride_oh, eps,
+                 TOKENS: tl.constexpr, HEADS: tl.constexpr):
+    """TOKENS tokens x HEADS (H rounded up) heads of one tensor as one [TOKENS * HEADS, BLOCK_D] tile."""
+    r = tl.arange(0, TOKENS * HEADS)
+    tok = tok0 + r // HEADS
+    head = r % HEADS
+    mask = ((tok < T) & (head < H))[:, None] & col_mask[None, :]
+    tok64 = tok.to(tl.int64)
+    x = tl.load(x_ptr + (tok64 * stride_t + head * stride_h)[:, None] + cols[None, :], mask=mask, other=0.0,
+                eviction_policy="evict_first").to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)
+    y = x * rstd[:, None] * w[None, :]
+    tl.store(o_ptr + (tok64 * stride_ot + head * stride_oh)[:, None] + cols[None, :], y.to(o_ptr.dtype.element_ty),
+             mask=mask)
+
+
+@triton.jit
+def _qk_rms_norm_fused_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, T, HQ, HK, D,
+                              stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh, stride_kot,
+                              stride_koh, eps, TOKENS: tl.constexpr, HEADS_Q: tl.constexpr, HEADS_K: tl.constexpr,
+                              BLOCK_D: tl.constexpr):
+    tok0 = tl.program_id(0) * TOKENS
+    cols = tl.arange(0, BLOCK_D)
+    col_mask = cols < D
+    wq = tl.load(wq_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    wk = tl.load(wk_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
+    _norm_tokens(q_ptr, qo_ptr, wq, cols, col_mask, tok0, T, HQ, D, stride_qt, stride_qh, stride_qot, stride_qoh,
+                 eps, TOKENS, HEADS_Q)
+    _norm_tokens(k_ptr, ko_ptr, wk, cols, col_mask, tok0, T, HK, D, stride_kt, stride_kh, stride_kot, stride_koh,
+                 eps, TOKENS, HEADS_K)
+
+
+def _config(T: int, block_d: int) -> dict:
+    table = CONFIGS["by_block_d"] if T <= CONFIGS["decode_max_t"] else CONFIGS["prefill_by_block_d"]
     fitting = [key for key in sorted(table) if key >= block_d]
     return table[fitting[0] if fitting else max(table)]
 
@@ -70,11 +122,20 @@ def qk_rms_norm(q, k, wq, wk, eps=1e-6):
     if T == 0 or D == 0:
         return q_out, k_out
     block_d = triton.next_power_of_2(D)
-    cfg = _config(block_d)
+    cfg = _config(T, block_d)
+    if cfg["FUSED"]:
+        tokens = cfg["TOKENS"]
+        _qk_rms_norm_fused_kernel[(triton.cdiv(T, tokens),)](
+            q, k, wq, wk, q_out, k_out, T, HQ, HK, D, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+            q_out.stride(0), q_out.stride(1), k_out.stride(0), k_out.stride(1), eps, TOKENS=tokens,
+            HEADS_Q=triton.next_power_of_2(HQ), HEADS_K=triton.next_power_of_2(HK), BLOCK_D=block_d,
+            num_warps=cfg["num_warps"])
+        return q_out, k_out
     block_h = min(cfg["BLOCK_H"], triton.next_power_of_2(max(HQ, HK)))
     q_blocks = triton.cdiv(HQ, block_h)
     grid = (T, q_blocks + triton.cdiv(HK, block_h))
     _qk_rms_norm_kernel[grid](q, k, wq, wk, q_out, k_out, HQ, HK, D, q_blocks, q.stride(0), q.stride(1),
                               k.stride(0), k.stride(1), q_out.stride(0), q_out.stride(1), k_out.stride(0),
-                              k_out.stride(1), eps, BLOCK_H=block_h, BLOCK_D=block_d, num_warps=cfg["num_warps"])
+                              k_out.stride(1), eps, BLOCK_H=block_h, BLOCK_D=block_d, PRELOAD_W=cfg["PRELOAD_W"],
+                              num_warps=cfg["num_warps"])
     return q_out, k_out

@@ -5,6 +5,12 @@ batches of 1-64 rows still fill the GPU. Pass 1 (_softmax_partials_kernel) keeps
 rescaled running sum per lane over its chunk and writes one (max, sum) pair per chunk; pass 2
 (_softmax_normalize_kernel) combines the row's pairs (a few dozen floats) and writes its chunk's
 probabilities, re-reading x. Two launches, no host synchronization (graph-capturable).
+
+Structural switches (0 is the earlier seed): at T = 256 rows of 129k-152k bf16 logits x is 66-78 MB, more than
+the H200's 50 MB L2, so pass 2 re-reads it from DRAM. REVERSE=1 runs pass 2's programs in the reverse order
+(last row and chunk first): pass 1 ended on those, so the first part of pass 2 finds them still in L2 instead
+of starting on the oldest (already evicted) lines. PASS1_EVICT_LAST=1 loads pass 1's tiles with
+evict_last, asking L2 to keep them for the re-read.
 """
 import torch
 import triton
@@ -17,11 +23,15 @@ CONFIGS = {
     "TARGET_PROGRAMS": 528,
     "MAX_SPLITS": 64,
     "num_warps": 4,
+    "REVERSE": 0,
+    "PASS1_EVICT_LAST": 0,
 }
+SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1]}
 
 
 @triton.jit
-def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_V: tl.constexpr):
+def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_V: tl.constexpr,
+                             EVICT_LAST: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     start = split * CHUNK
@@ -33,7 +43,11 @@ def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_
     s = tl.zeros([BLOCK_V], dtype=tl.float32)
     for off in range(start, end, BLOCK_V):
         c = off + cols
-        x = tl.load(x_ptr + row * stride_x + c, mask=c < end, other=float("-inf")).to(tl.float32)
+        if EVICT_LAST:
+            x = tl.load(x_ptr + row * stride_x + c, mask=c < end, other=float("-inf"),
+                        eviction_policy="evict_last").to(tl.float32)
+        else:
+            x = tl.load(x_ptr + row * stride_x + c, mask=c < end, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m, x)
         s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
         m = m_new
@@ -46,9 +60,13 @@ def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_
 
 @triton.jit
 def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHUNK, SPLITS,
-                              BLOCK_V: tl.constexpr, BLOCK_S: tl.constexpr):
-    row = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
+                              BLOCK_V: tl.constexpr, BLOCK_S: tl.constexpr, REVERSE: tl.constexpr):
+    if REVERSE:     # the programs pass 1 ran last first: their tiles are the ones still in L2
+        row = (tl.num_programs(0) - 1 - tl.program_id(0)).to(tl.int64)
+        split = tl.num_programs(1) - 1 - tl.program_id(1)
+    else:
+        row = tl.program_id(0).to(tl.int64)
+        split = tl.program_id(1)
     sp = tl.arange(0, BLOCK_S)
     pm = tl.load(part_ptr + (row * SPLITS + sp) * 2, mask=sp < SPLITS, other=-1.0e30)
     ps = tl.load(part_ptr + (row * SPLITS + sp) * 2 + 1, mask=sp < SPLITS, other=0.0)
@@ -88,7 +106,8 @@ def softmax(x):
     part = torch.empty((T, splits, 2), dtype=torch.float32, device=x.device)
     grid = (T, splits)
     _softmax_partials_kernel[grid](x, part, V, x.stride(0), chunk, splits, BLOCK_V=block_v,
-                                   num_warps=CONFIGS["num_warps"])
+                                   EVICT_LAST=CONFIGS["PASS1_EVICT_LAST"], num_warps=CONFIGS["num_warps"])
     _softmax_normalize_kernel[grid](x, part, y, V, x.stride(0), y.stride(0), chunk, splits, BLOCK_V=block_v,
-                                    BLOCK_S=triton.next_power_of_2(splits), num_warps=CONFIGS["num_warps"])
+                                    BLOCK_S=triton.next_power_of_2(splits), REVERSE=CONFIGS["REVERSE"],
+                                    num_warps=CONFIGS["num_warps"])
     return y
