@@ -274,7 +274,13 @@ def _check(dims, dtype, seed):
     mutates = tuple(getattr(ref, "MUTATES", ()))        # arguments the operator writes in place, compared whole
     before = {{k: v.clone() for k, v in inputs.items() if torch.is_tensor(v)}}
     ref_args = {{k: (v.clone() if torch.is_tensor(v) else v) for k, v in inputs.items()}}
-    expected = _outputs(ref.reference(**ref_args)) + [ref_args[m] for m in mutates]
+    with_scale = getattr(ref, "reference_with_scale", None)     # the gate's element scale, where the operator has one
+    if with_scale is None:
+        expected, scales = _outputs(ref.reference(**ref_args)), []
+    else:
+        ret, scale = with_scale(**ref_args)
+        expected, scales = _outputs(ret), ([] if scale is None else _outputs(scale))
+    expected += [ref_args[m] for m in mutates]
     got = _outputs(kernel.{op}(**inputs)) + [inputs[m] for m in mutates]
     if DEVICE == "cuda":
         torch.cuda.synchronize()
@@ -298,7 +304,9 @@ def _check(dims, dtype, seed):
         o, e = out.double(), e.double()
         assert torch.isfinite(o).all(), f"{{name}} has NaN or Inf"
         tol = ref.TOLERANCES.get(out_dtype, ref.TOLERANCES.get(dtype))
-        excess = (o - e).abs() - (tol.atol + tol.rtol * e.abs())
+        scale = scales[i] if i < len(scales) else None      # bound: atol + rtol * max(|ref|, scale)
+        magnitude = e.abs() if scale is None else torch.maximum(e.abs(), scale.to(o.device).double())
+        excess = (o - e).abs() - (tol.atol + tol.rtol * magnitude)
         assert excess.max().item() <= 0, f"{{name}}: elementwise tolerance exceeded by {{excess.max().item():.3g}} at {{dims}}"
         rel_l2 = ((o - e).norm() / e.norm().clamp_min(1e-30)).item()
         assert rel_l2 <= tol.rel_l2, f"{{name}}: rel_l2 {{rel_l2:.3g}} > {{tol.rel_l2}} at {{dims}}"

@@ -34,7 +34,7 @@ def list_operators() -> list[str]:
 
 def contract_problems(module, path) -> None:
     """Raise on a module that breaks the operator contract: a required name missing, or the optional
-    OUTPUTS / MUTATES / check declared inconsistently (benchmarks/operators/README.md)."""
+    OUTPUTS / MUTATES / check / reference_with_scale declared inconsistently (benchmarks/operators/README.md)."""
     missing = [a for a in REQUIRED_ATTRS if not hasattr(module, a)]
     if missing:
         raise AttributeError(f"{path}: operator module lacks {', '.join(missing)} (contract: DESIGN.md section 3)")
@@ -50,6 +50,9 @@ def contract_problems(module, path) -> None:
                          f"the result")
     if hasattr(module, "check") and not callable(module.check):
         raise ValueError(f"{path}: check must be a function check(inputs, outputs, reference_outputs)")
+    if hasattr(module, "reference_with_scale") and not callable(module.reference_with_scale):
+        raise ValueError(f"{path}: reference_with_scale must be a function of the inputs returning "
+                         f"(reference's result, scale)")
 
 
 def _load_module(name: str):

@@ -21,6 +21,9 @@ class Tolerance:
 
     An element passes when |out - ref| <= atol + rtol * |ref|; the whole output
     must also keep ||out - ref|| / ||ref|| <= rel_l2. NaN/Inf never pass.
+    An operator with `reference_with_scale` (OperatorSpec.reference_with_scale)
+    also gives a per-element scale; the element bound is then
+    atol + rtol * max(|ref|, scale), and rel_l2 is unchanged.
     """
 
     atol: float
@@ -83,6 +86,15 @@ class OperatorSpec:
     @property
     def reference(self) -> Callable[..., Any]:
         return self.module.reference
+
+    @property
+    def reference_with_scale(self) -> Callable[..., Any] | None:
+        """reference_with_scale(**inputs) -> (what reference returns, scale), or None when the operator has
+        none. scale: per output element, the magnitude of what the reference adds up there (fused_moe: sum_j
+        |w_j y_j|), a float tensor of the output's shape (a tuple, one entry or None per output, with
+        OUTPUTS); the element bound becomes atol + rtol * max(|ref|, scale). The parent computes it from its
+        own inputs: a sum's rounding error scales with its summands, not with a result they cancel to."""
+        return getattr(self.module, "reference_with_scale", None)
 
     @property
     def make_inputs(self) -> Callable[..., dict]:

@@ -107,8 +107,9 @@ def holdout_shapes(spec: OperatorSpec, rng, dtypes: list[str], at=None) -> list[
 # ---- tolerance math ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ErrorStats:
-    """How far an output is from the reference. Elementwise: |out - ref| <= atol + rtol * |ref|;
-    overall: rel_l2 = ||out - ref|| / ||ref||. max_rel_err = max |out - ref| / max(|ref|, atol)."""
+    """How far an output is from the reference. Elementwise: |out - ref| <= atol + rtol * |ref|, or
+    atol + rtol * max(|ref|, scale) with the reference's per-element scale (`scaled`); overall:
+    rel_l2 = ||out - ref|| / ||ref||. max_rel_err = max |out - ref| / max(|ref|, atol)."""
 
     max_abs_err: float
     max_rel_err: float
@@ -121,6 +122,15 @@ class ErrorStats:
     worst_expected: float | None = None
     rel_l2_limit: float = 0.0
     exact: bool = False          # an integer/bool output: compared for equality, no tolerance
+    scaled: bool = False         # the element bound used the reference's scale (compare's `scale`)
+    worst_scale: float | None = None
+
+    def bound_text(self, tol: Tolerance) -> str:
+        """The element bound, as the failure message states it."""
+        if not self.scaled:
+            return f"|out-ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|"
+        return (f"|out-ref| <= {tol.atol:g} + {tol.rtol:g}*max(|ref|, scale) (scale: the summed magnitudes of the "
+                f"terms the reference adds up at that element, from the operator's reference_with_scale)")
 
     @property
     def passed(self) -> bool:
@@ -145,23 +155,30 @@ class ErrorStats:
                          f"outputs are poisoned with NaN before each call, so this is often an element the "
                          f"kernel never wrote)")
         if self.n_bad > self.n_nonfinite and not detail:
-            parts.append(f"elements exceed |out-ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|")
+            parts.append(f"elements exceed {self.bound_text(tol)}")
         elif self.n_bad > self.n_nonfinite:
             where = ""
             if self.worst_index is not None:
                 where = (f"; worst at index {list(self.worst_index)}: got {self.worst_got:.6g}, "
                          f"expected {self.worst_expected:.6g}")
+                if self.worst_scale is not None:
+                    where += f" (scale {self.worst_scale:.6g})"
             parts.append(f"{self.n_bad - self.n_nonfinite} of {self.numel} elements exceed "
-                         f"|out-ref| <= {tol.atol:g} + {tol.rtol:g}*|ref|{where}")
+                         f"{self.bound_text(tol)}{where}")
         if self.rel_l2 > self.rel_l2_limit:
             parts.append(f"rel_l2 {self.rel_l2:.3g} > {self.rel_l2_limit:g}")
         parts.append(f"max_abs_err {self.max_abs_err:.3g}, max_rel_err {self.max_rel_err:.3g}")
         return "; ".join(parts)
 
 
-def compare(out, ref, tol: Tolerance) -> ErrorStats:
+def compare(out, ref, tol: Tolerance, scale=None) -> ErrorStats:
     """Compare a candidate's output with the reference (same shape). Non-finite outputs never pass, except
-    the very infinity the reference holds at the same position."""
+    the very infinity the reference holds at the same position.
+
+    `scale` (optional, the reference's shape): the trusted side's per-element magnitude of what the
+    reference sums there (OperatorSpec.reference_with_scale), never the candidate's. The element bound is
+    then atol + rtol * max(|ref|, scale): a sum rounded in parts (fused_moe's bf16 partials) errs in
+    proportion to its summands, which can be far larger than the result they cancel to. rel_l2 stays global."""
     import torch
     if tuple(out.shape) != tuple(ref.shape):
         raise ValueError(f"compare: shapes differ, {tuple(out.shape)} vs {tuple(ref.shape)}; check shapes first")
@@ -190,7 +207,11 @@ def compare(out, ref, tol: Tolerance) -> ErrorStats:
     n_nonfinite = int(nonfinite.sum())
     diff = (o - r).abs()
     diff[nonfinite | off_inf] = math.inf
-    bound = tol.atol + tol.rtol * r.abs()
+    magnitude = r.abs()
+    if scale is not None:
+        s = _checked_scale(scale, ref, work)
+        magnitude = torch.maximum(magnitude, s)
+    bound = tol.atol + tol.rtol * magnitude
     violation = diff / bound if tol.atol > 0 else torch.where(diff == 0, torch.zeros_like(diff), diff / bound)
     n_bad = int((~(diff <= bound)).sum())
     flat = int(torch.argmax(torch.nan_to_num(violation, nan=math.inf, posinf=math.inf)).item())
@@ -206,7 +227,22 @@ def compare(out, ref, tol: Tolerance) -> ErrorStats:
     return ErrorStats(max_abs_err=float(diff.max()), max_rel_err=float((diff / denom).max()), rel_l2=rel_l2,
                       n_bad=n_bad, n_nonfinite=n_nonfinite, numel=numel, worst_index=worst,
                       worst_got=float(o.reshape(-1)[flat]), worst_expected=float(r_shown.reshape(-1)[flat]),
-                      rel_l2_limit=tol.rel_l2)
+                      rel_l2_limit=tol.rel_l2, scaled=scale is not None,
+                      worst_scale=None if scale is None else float(s.reshape(-1)[flat]))
+
+
+def _checked_scale(scale, ref, work):
+    """The reference's scale in the comparison's dtype; anything but a finite, non-negative tensor of the
+    reference's shape is an operator bug (a NaN or inf scale would let every element pass)."""
+    import torch
+    if not isinstance(scale, torch.Tensor) or tuple(scale.shape) != tuple(ref.shape):
+        raise HarnessError(f"the reference's scale is {getattr(scale, 'shape', type(scale).__name__)}, but the "
+                           f"output is {tuple(ref.shape)}: an operator bug (reference_with_scale)")
+    s = scale.detach().to(device=ref.device, dtype=work)
+    if not bool(torch.isfinite(s).all()) or bool((s < 0).any()):
+        raise HarnessError("the reference's scale holds NaN, Inf or negative values: an operator bug "
+                           "(reference_with_scale), not the candidate's")
+    return s
 
 
 def is_exact(dtype) -> bool:

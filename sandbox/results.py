@@ -32,12 +32,14 @@ class Part:
 @dataclass(frozen=True)
 class Expected:
     """The parent's view of one trial: digests of the arguments the call must not write, the reference's
-    parts, and (for an operator with `check`) the inputs themselves."""
+    parts, (for an operator with `check`) the inputs themselves, and (for an operator with
+    `reference_with_scale`) each part's element scale, None for parts without one."""
 
     digests: dict[str, str]
     results: list
     parts: list[Part]
     inputs: dict | None = None
+    scales: list | None = None
 
 
 def single(spec: OperatorSpec) -> bool:
@@ -143,7 +145,10 @@ def expected(spec: OperatorSpec, inputs: dict, dims, dtype: str, key: int, calls
     """The reference's parts for `inputs`: digests of the arguments that must stay unchanged first, then
     the reference on clones of the mutated arguments, applied `calls` times (a timed graph that calls the
     operator k times on one input set mutates it k times). `timed(name)`: a context manager that times
-    the digests and the reference runs (the evaluation's stage clock)."""
+    the digests and the reference runs (the evaluation's stage clock).
+
+    An operator with `reference_with_scale` is run through it instead of `reference`: the same result and,
+    from the same pass over the parent's own inputs, each output's element scale (the last call's)."""
     import contextlib
     import torch
     timed = timed or (lambda name: contextlib.nullcontext())
@@ -151,10 +156,14 @@ def expected(spec: OperatorSpec, inputs: dict, dims, dtype: str, key: int, calls
         digests = cx.input_digests({k: v for k, v in inputs.items() if k not in spec.mutates}, key)
     clones = {m: inputs[m].clone() for m in spec.mutates}
     args = {**inputs, **clones}
-    ret = None
+    with_scale = spec.reference_with_scale
+    ret = scale = None
     with timed("references/reference"):
         for _ in range(max(1, int(calls))):
-            ret = spec.reference(**args)
+            if with_scale is None:
+                ret = spec.reference(**args)
+            else:
+                ret, scale = with_scale(**args)
     results = reference_outputs(spec, ret) + [clones[m] for m in spec.mutates]
     parts = output_parts(spec, dims, dtype) + [
         Part(m, tuple(clones[m].shape), cx.dtype_name(clones[m].dtype), True) for m in spec.mutates]
@@ -162,7 +171,26 @@ def expected(spec: OperatorSpec, inputs: dict, dims, dtype: str, key: int, calls
         if not isinstance(t, torch.Tensor) or tuple(t.shape) != p.shape:
             raise cx.HarnessError(f"operator {spec.name}: the reference's {p.name} is "
                                   f"{getattr(t, 'shape', type(t).__name__)}, but output_spec says {p.shape}")
-    return Expected(digests, results, parts, dict(inputs) if keep_inputs else None)
+    scales = None if with_scale is None else _scales(spec, scale, parts)
+    return Expected(digests, results, parts, dict(inputs) if keep_inputs else None, scales)
+
+
+def _scales(spec: OperatorSpec, scale, parts: list[Part]) -> list:
+    """reference_with_scale's scale as one entry per part (mutated arguments get none), shape-checked."""
+    import torch
+    n_out = len(parts) - len(spec.mutates)
+    if spec.output_names is None or scale is None:
+        per_output = [scale] * n_out
+    elif type(scale) is tuple and len(scale) == n_out:
+        per_output = list(scale)
+    else:
+        raise cx.HarnessError(f"operator {spec.name}: reference_with_scale's scale must be a tuple of {n_out} "
+                              f"(a tensor or None per output, in OUTPUTS order), got {type(scale).__name__}")
+    for s, p in zip(per_output, parts):
+        if s is not None and (not isinstance(s, torch.Tensor) or tuple(s.shape) != p.shape):
+            raise cx.HarnessError(f"operator {spec.name}: the scale of {p.name} is "
+                                  f"{getattr(s, 'shape', type(s).__name__)}, but output_spec says {p.shape}")
+    return per_output + [None] * len(spec.mutates)
 
 
 def decode(spec: OperatorSpec, head: dict, payload, parts: list[Part]) -> list | str:
@@ -218,9 +246,10 @@ def judge(spec: OperatorSpec, got: list, exp: Expected, in_dtype: str, detail: b
             if why:
                 fails.append(f"invariant check of {spec.name}: {why}" if detail else
                              f"the outputs break {spec.name}'s invariants (details withheld on hidden shapes)")
-    for p, g, r in list(zip(exp.parts, got, exp.results))[start:]:
+    scales = exp.scales or [None] * len(exp.parts)
+    for p, g, r, s in list(zip(exp.parts, got, exp.results, scales))[start:]:
         tol = cx.tolerance_for(spec, p.dtype, in_dtype)
-        st = cx.compare(g.to(r.device), r, tol)
+        st = cx.compare(g.to(r.device), r, tol, scale=s)
         if not st.exact:
             stats.append(st)
         if not st.passed:

@@ -19,11 +19,12 @@ def tolerance_failures(out, ref, tol) -> list[str]:
     return [] if stats.passed else [stats.describe(tol)]
 
 
-def assert_within(out, ref, tol) -> float:
-    """The contract's check (same shape and dtype, every element within atol + rtol*|ref|, rel_l2 within
-    its limit, nothing non-finite); returns rel_l2."""
+def assert_within(out, ref, tol, scale=None) -> float:
+    """The contract's check (same shape and dtype, every element within atol + rtol*|ref|, or with the
+    reference's `scale` (reference_with_scale) atol + rtol*max(|ref|, scale), rel_l2 within its limit,
+    nothing non-finite); returns rel_l2."""
     assert out.shape == ref.shape and out.dtype == ref.dtype, (out.shape, out.dtype, ref.shape, ref.dtype)
-    stats = compare(out, ref, tol)
+    stats = compare(out, ref, tol, scale=scale)
     assert stats.passed, stats.describe(tol)
     return stats.rel_l2
 

@@ -1,6 +1,8 @@
 """fused_moe: work model by hand, routing, hold-out and interpreter shapes, model occurrences, the seed's
 alignment and its result under the interpreter (odd sizes, T=1, idle experts, one shared expert set, both
-alignment paths, every tile size), its Hopper compilation (wgmma, no spills) and, on a GPU, real sizes."""
+alignment paths, every tile size), the element scale the gate bounds bf16 partials by (cancelling partials
+pass, a lost expert, a wrong weight or a misrouted token fail), its Hopper compilation (wgmma, no spills) and,
+on a GPU, real sizes."""
 import random
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import yaml
 from benchmarks.hardware import load_hardware
 from benchmarks.roofline import roofline
 from benchmarks.operators.fused_moe import operator as op
+from sandbox.correctness import compare
 
 SEED_PATH = Path(op.__file__).with_name("seed.py")
 MODELS = yaml.safe_load((Path(op.__file__).resolve().parents[3] / "configs" / "models.yaml").read_text())
@@ -132,6 +135,130 @@ def test_occurrences_by_hand():
     assert op.occurrences(MODELS["mixtral-8x7b"], 2, 1) == [({"T": 1, "H": 4096, "I": 7168, "E": 8, "k": 2}, 32)]
     with pytest.raises(ValueError, match="tp=5"):
         op.occurrences(MODELS["qwen3-30b-a3b"], 5, 1)
+
+
+# ---- the reference's element scale: bf16 partials that cancel ------------------------------------------
+def _vllm_like(hidden, w1, w2, topk_weights, topk_ids, drop=None):
+    """vLLM's fused MoE numerics in PyTorch, expert by expert: fp32 accumulation, gate_up and the silu*up
+    intermediate stored in the activation dtype, each (token, slot) pair's weighted output rounded to it in
+    a partial[T, k, H] buffer, the k partials summed in fp32. `drop`: a [T, k] bool mask of pairs left out
+    (a kernel that loses them)."""
+    T, H = hidden.shape
+    I, dt = w1.shape[1] // 2, hidden.dtype
+    partial = torch.zeros(T, topk_ids.shape[1], H, dtype=dt)
+    for e in range(w1.shape[0]):
+        tok, slot = (topk_ids == e).nonzero(as_tuple=True)
+        gate_up = (hidden[tok].float() @ w1[e].float().T).to(dt)
+        act = (torch.nn.functional.silu(gate_up[:, :I].float()) * gate_up[:, I:].float()).to(dt)
+        partial[tok, slot] = ((act.float() @ w2[e].float().T) * topk_weights[tok, slot][:, None]).to(dt)
+    if drop is not None:
+        partial[drop] = 0
+    return partial.float().sum(1).to(dt)
+
+
+_CANCEL_DIMS = {"T": 128, "H": 1024, "I": 64, "E": 4, "k": 2}
+
+
+def _cancelling_inputs(seed: int) -> dict:
+    """bf16 inputs where the vLLM-like kernel's honest rounding breaks the |ref| bound: the 4 tokens with the
+    largest outlier-channel values (set to +-300, a 3-sigma draw of the x100 channel) go to experts 2 and 3
+    at weight 1/2 each, expert 3 being expert 2 with its down projection times -0.98: their partials reach
+    100-300 (bf16 steps of 0.5-2) and cancel to 2% of that. Every other token goes to experts 0 and 1."""
+    inp = op.make_inputs(_CANCEL_DIMS, "bf16", seed=seed)
+    x = inp["hidden"].float()
+    channel = int(x.abs().mean(0).argmax())
+    cancel = x[:, channel].abs().topk(4).indices
+    x[cancel, channel] = 300.0 * x[cancel, channel].sign()
+    ids = torch.tensor([[0, 1]] * _CANCEL_DIMS["T"], dtype=torch.int32)
+    ids[cancel] = torch.tensor([2, 3], dtype=torch.int32)
+    weights = inp["topk_weights"].clone()
+    weights[cancel] = 0.5
+    inp["w1"][3] = inp["w1"][2]
+    inp["w2"][3] = (-0.98 * inp["w2"][2].float()).to(torch.bfloat16)
+    return {**inp, "hidden": x.to(torch.bfloat16), "topk_ids": ids, "topk_weights": weights}
+
+
+def _judge(inp: dict, out, scaled: bool = True) -> str | None:
+    """The gate's verdict on `out` (sandbox/results.py: the parent's expected parts, then judge), with the
+    scale from reference_with_scale or, for scaled=False, the bound of |ref| alone."""
+    import dataclasses
+
+    from benchmarks.registry import load_operator
+    from sandbox import results
+    spec = load_operator("fused_moe")
+    exp = results.expected(spec, inp, _CANCEL_DIMS, "bf16", 0)
+    assert exp.scales is not None and exp.scales[0].dtype == torch.float32
+    return results.judge(spec, [out], exp if scaled else dataclasses.replace(exp, scales=None), "bf16")[0]
+
+
+def test_reference_with_scale_is_the_reference_and_the_summands_magnitude():
+    inp = op.make_inputs({"T": 9, "H": 48, "I": 24, "E": 8, "k": 4}, "bf16", seed=4)
+    out, scale = op.reference_with_scale(**inp)
+    assert torch.equal(out, op.reference(**inp)) and scale.dtype == torch.float32
+    # By hand: scale[t] = sum_j |w_tj * y_j(x_t)|, with y_j expert topk_ids[t, j]'s MLP in fp32.
+    I = inp["w1"].shape[1] // 2
+    for t in (0, 8):
+        x = inp["hidden"][t].float()
+        want = torch.zeros(48)
+        for j in range(4):
+            e = int(inp["topk_ids"][t, j])
+            gu = inp["w1"][e].float() @ x
+            y = inp["w2"][e].float() @ (torch.nn.functional.silu(gu[:I]) * gu[I:])
+            want += (inp["topk_weights"][t, j] * y).abs()
+        torch.testing.assert_close(scale[t], want, rtol=1e-4, atol=1e-5)
+    assert (scale >= out.float().abs() * (1 - 1e-2)).all()          # a sum is at most its summands' total
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_honest_bf16_partials_that_cancel_pass_with_the_scale_and_fail_without(seed):
+    inp = _cancelling_inputs(seed)
+    out = _vllm_like(**inp)
+    assert _judge(inp, out) is None
+    why = _judge(inp, out, scaled=False)
+    # Only the element bound fails: rel_l2 stays inside its limit, so the |ref| bound is what rejects it.
+    assert why and "exceed |out-ref| <= 0.25 + 0.02*|ref|" in why and "rel_l2" not in why.split("; max_abs")[0]
+
+
+@pytest.mark.parametrize("defect", ["drop-one-token", "drop-cancelling", "wrong-weight", "misroute-one-token"])
+def test_a_lost_expert_a_wrong_weight_or_a_misrouted_token_still_fails_with_the_scale(defect):
+    inp = _cancelling_inputs(0)
+    T, k = inp["topk_ids"].shape
+    drop = torch.zeros(T, k, dtype=torch.bool)
+    cancelling = (inp["topk_ids"][:, 0] == 2).nonzero().flatten()
+    t = next(t for t in range(T) if t not in cancelling.tolist())      # an ordinary token (experts 0 and 1)
+    honest = {**inp}
+    if defect == "drop-one-token":          # one ordinary token loses its second expert
+        drop[t, 1] = True
+    elif defect == "drop-cancelling":       # the tokens with the largest partials lose one: the scale is largest there
+        drop[cancelling, 1] = True
+    elif defect == "wrong-weight":          # one token's two weights swapped
+        w = inp["topk_weights"].clone()
+        assert w[t, 0] != w[t, 1]
+        w[t] = w[t].flip(0)
+        inp = {**inp, "topk_weights": w}
+    else:                                   # one token's second expert replaced by one it did not pick
+        ids = inp["topk_ids"].clone()
+        ids[t, 1] = 2
+        inp = {**inp, "topk_ids": ids}
+    out = _vllm_like(**inp, drop=drop)
+    why = _judge(honest, out)
+    # Caught by the element bound itself (which the scale widened), not only by rel_l2.
+    assert why and "elements exceed |out-ref| <= 0.25 + 0.02*max(|ref|, scale)" in why, why
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_at_k8_with_ordinary_inputs_the_scale_still_catches_a_lost_smallest_expert(seed):
+    """Qwen3-like k=8 routing and make_inputs as drawn: the honest kernel passes, and leaving out each of 4
+    tokens' smallest-weight expert (about 5% of those tokens' output) still breaks the element bound."""
+    dims = {"T": 16, "H": 2048, "I": 96, "E": 16, "k": 8}
+    inp = op.make_inputs(dims, "bf16", seed=seed)
+    ref, scale = op.reference_with_scale(**inp)
+    tol = op.TOLERANCES["bf16"]
+    assert compare(_vllm_like(**inp), ref, tol, scale=scale).passed
+    drop = torch.zeros(16, 8, dtype=torch.bool)
+    drop[[1, 5, 9, 13], -1] = True          # route() orders each token's experts by descending weight
+    lost = compare(_vllm_like(**inp, drop=drop), ref, tol, scale=scale)
+    assert lost.n_bad > 0, lost
 
 
 # ---- the seed's routing alignment (interpreter) ------------------------------------------------------
@@ -321,7 +448,8 @@ def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
     seed = _load_seed()
     inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
     out = seed.fused_moe(**inp)
-    assert_within(out, op.reference(**inp), op.TOLERANCES["bf16"])
+    ref, scale = op.reference_with_scale(**inp)       # the gate's bound: bf16 partials may cancel
+    assert_within(out, ref, op.TOLERANCES["bf16"], scale=scale)
     assert torch.equal(out, seed.fused_moe(**inp)), "two calls on the same inputs differ"
 
 
@@ -343,5 +471,6 @@ def test_seed_is_cuda_graph_capturable(T):
         inp[name].copy_(fresh[name])
     graph.replay()
     torch.cuda.synchronize()
-    assert_within(captured, op.reference(**inp), op.TOLERANCES["bf16"])
+    ref, scale = op.reference_with_scale(**inp)
+    assert_within(captured, ref, op.TOLERANCES["bf16"], scale=scale)
     assert not torch.equal(captured, eager)
