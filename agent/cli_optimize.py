@@ -29,6 +29,20 @@ MAX_SAMPLES = 64      # parallel LLM requests per iteration: more is a typo, or 
 from agent.cli_errors import EXIT_PROVIDER, check_number, read_kernel, usage_error as _usage
 
 
+def _baseline_names(text: str | None) -> tuple[str, ...] | None:
+    """--baselines as a tuple of names; None when not given (the plan's default); () for none."""
+    if text is None:
+        return None
+    from sandbox.baselines import BASELINES
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if names == ("none",):
+        return ()
+    bad = [n for n in names if n not in BASELINES]
+    if bad or not names:
+        raise _usage(f"--baselines {text!r}: give a comma list of {', '.join(BASELINES)}, or none "
+                     f"(e.g. --baselines eager,compile)")
+    return tuple(dict.fromkeys(names))
+
 def contract_for(spec, shapes) -> "OperatorContract":
     """What a proposer is told of the operator: never a hold-out shape (they are drawn per evaluation)."""
     from agent.types import OperatorContract
@@ -156,6 +170,10 @@ def optimize(
     samples: int = typer.Option(1, "--samples", help="candidates per iteration: the LLM gets N requests in "
                                 "parallel, the search proposes its N best-ranked moves; all that differ are "
                                 "evaluated, the best goes to acceptance (each counts as one of --iterations)"),
+    baselines: Optional[str] = typer.Option(None, "--baselines", help="what users run instead, timed once per run "
+                                            "beside the seed for the report's table: a comma list of eager, "
+                                            "compile, liger, cublas, or none (default eager,compile); their GPU "
+                                            "time counts against --gpu-minutes"),
 ):
     """Improve an operator's Triton kernel: measure, propose, check, accept only real gains, repeat."""
     from agent.config import ConfigError, load_config, use_interpreter_if_no_gpu
@@ -185,6 +203,7 @@ def optimize(
         cfg = dataclasses.replace(cfg, dropout=dataclasses.replace(cfg.dropout, enabled=False))
     if samples < 1 or samples > MAX_SAMPLES:
         raise _usage(f"--samples {samples}: give 1 to {MAX_SAMPLES} candidates per iteration (1 is the default)")
+    baseline_names = _baseline_names(baselines)
     if proposer is not None and proposer not in PROPOSERS:
         raise _usage(f"--proposer {proposer!r}: choose one of {', '.join(PROPOSERS)}")
     try:
@@ -220,6 +239,9 @@ def optimize(
                              f"and --reference-tries when resuming it")
             hw, _ = resolve_hardware(cfg, hardware or start.hardware_name)
             old = RunPlan.from_record(start, hw, "" if start.from_reference else audit.source(start.seed_source_sha256))
+            if baseline_names is not None:
+                raise _usage(f"--baselines: run {run_id} timed its baselines when it started; drop --baselines "
+                             f"when resuming it")
             plan = dataclasses.replace(old, limits=old.limits.merged(limits),
                                        target=old.target if target is None else target,
                                        dropout=old.dropout and not no_dropout,
@@ -268,7 +290,8 @@ def optimize(
                            seed_path=str(seed_path), target=0.95 if target is None else target,
                            limits=limits.with_default(), proposer=name, model=model, rng_seed=rng_seed,
                            dropout=not no_dropout, script=tuple(scripts), from_reference=from_reference,
-                           reference_tries=reference_tries or DEFAULT_REFERENCE_TRIES)
+                           reference_tries=reference_tries or DEFAULT_REFERENCE_TRIES,
+                           **({} if baseline_names is None else {"baselines": baseline_names}))
             run_id = new_run_id(op)
         from agent.run_lock import RunLocked, acquire
         try:

@@ -207,6 +207,9 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
         req = self.req
         if not req.baseline:
             self._compile(w)
+            if self._ahead():       # every visible shape's specializations at once, in parallel
+                with self._timed("compile_ahead"):
+                    self._compile_ahead(w, req.shapes)
         fast_dsl = not (self.interpreter or not req.timing or req.baseline)
         if fast_dsl:    # reject fast: a mostly-PyTorch candidate stops here, before minutes of trials
             with self._timed("dsl"):
@@ -228,6 +231,9 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
                 self.result.shapes.extend(rows)
                 self.in_holdout = True
                 with self._minus_references("holdouts"):
+                    if self._ahead():
+                        with self._timed("holdouts/compile_ahead"):
+                            self._compile_ahead(w, holdouts)
                     self._check_all(w, list(zip(holdouts, rows)), trials=req.settings.holdout_trials)
                 self.in_holdout = False
         if self.interpreter or not req.timing:
@@ -275,6 +281,27 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
         if reply.get("missing"):
             raise Rejected("compile", f"required features missing from the compiled kernels: "
                                        f"{', '.join(reply['missing'])} (required: {', '.join(self.req.settings.require_features)})")
+
+    def _ahead(self) -> bool:
+        return bool(self.req.settings.compile_ahead) and not self.interpreter and self.device == "cuda" \
+            and not self.req.baseline
+
+    def _compile_ahead(self, w: WorkerProcess, shapes: list[Shape]) -> None:
+        """The worker compiles the candidate's specializations for `shapes` in parallel before their trials
+        (sandbox/compile_ahead.py); what it could not is compiled at the first call, as without it."""
+        self.activity = "compiling ahead for the next shapes"
+        w.send({"kind": "compile_ahead", "jobs": self.req.settings.compile_ahead_jobs,
+                "shapes": [{"dims": self._dims(s), "dtype": self._dtype(s),
+                            "seed": cx.derive_seed(self.base_seed, "compile_ahead", s.id)} for s in shapes]})
+        reply, _ = self._expect(w, "compiled_ahead")
+        # counts only for hold-outs: a note could carry what the candidate's launcher said about their shapes
+        fields = ("specializations", "children", "failed", "killed") + (() if self.in_holdout else ("notes",))
+        self.result.environment["compile_ahead_holdouts" if self.in_holdout else "compile_ahead"] = {
+            k: reply.get(k) for k in fields if reply.get(k) is not None}
+        if not self.in_holdout:
+            for part in ("inputs", "collect", "compile"):
+                if isinstance(reply.get(f"{part}_s"), (int, float)):
+                    self.clock.add(f"compile_ahead/{part}", float(reply[f"{part}_s"]))
 
     # ---- correctness -----------------------------------------------------------------------------
     def _check_all(self, w: WorkerProcess, pairs: list[tuple[Shape, ShapeResult]], trials: int | None = None) -> None:

@@ -52,6 +52,13 @@ class SandboxSettings:
     output_slot: bool = True
     """Trial outputs travel from the worker in a shared-memory file (sandbox/output_slot.py) instead of the
     result pipe: gemm's 235 MB outputs took 5.8 s of a 20 s evaluation through the pipe on the H200."""
+    compile_ahead: bool = True
+    """On a GPU, before a candidate's trials the worker compiles the kernel specializations every visible
+    shape (and, before the hold-outs, every hold-out shape) will need, in parallel forked processes
+    (sandbox/compile_ahead.py): Triton otherwise compiles each at its first call, one after another, and
+    those compiles were most of a fused_moe candidate's evaluation on the H200. Best effort, never a gate."""
+    compile_ahead_jobs: int = 0
+    """Processes for compile_ahead; 0: the host's cores less one, at most 16."""
     ab_rounds: int = 30
     """Rounds of an A/B re-measure in one worker: each round times both kernels (A B, then B A) on every
     shape, one CUDA-graph replay pair each, L2 flushed."""
@@ -73,6 +80,9 @@ class SandboxSettings:
         if not 0 <= self.dsl_threshold <= 1:
             raise ValueError(f"sandbox.dsl_threshold={self.dsl_threshold} must be a share in [0, 1] (0.9 is the "
                              f"default)")
+        if not 0 <= self.compile_ahead_jobs <= 64:
+            raise ValueError(f"sandbox.compile_ahead_jobs={self.compile_ahead_jobs}: give 0 (the host's cores less "
+                             f"one) to 64, or turn the pass off with sandbox.compile_ahead=false")
         if self.ab_rounds < 4:
             raise ValueError(f"sandbox.ab_rounds={self.ab_rounds}: the paired test needs at least 4 rounds "
                              f"(30 is the default)")

@@ -3,7 +3,8 @@ owns no reference, no hold-out shape it has not been sent, and no verdict.
 
 It answers the parent's requests one at a time over the private pipes (sandbox/protocol.py):
 setup (load the candidate), compile (one run at a tiny shape under LaunchRecorder, then the compile
-gate), check (correctness trials: fresh inputs re-filled into the same buffers, poisoned memory,
+gate), compile_ahead (the next shapes' specializations compiled in forked processes: sandbox/compile_ahead.py),
+check (correctness trials: fresh inputs re-filled into the same buffers, poisoned memory,
 output and digests sent back), dsl, floor, time, counters, ab_time (two kernels interleaved: sandbox/ab.py),
 quit. A failure of the candidate is
 reported as {"kind": "error"} and the worker exits: after a CUDA error a process is never reused.
@@ -183,6 +184,26 @@ class Worker:
             compile_gate.start_spare()
         self.reply({"kind": "compiled", "ok": bool(report.ok), "errors": [str(e) for e in report.errors],
                     "kernel_names": names, "missing": missing, "note": note, "info": info, "stage_s": stage_s})
+
+    def on_compile_ahead(self, msg: dict) -> None:
+        """Compile the candidate's specializations for the shapes its next trials will run, in parallel
+        (sandbox/compile_ahead.py). Best effort: the reply has counts and seconds, nothing that can fail."""
+        from sandbox.compile_ahead import DEFAULT_TIMEOUT_S, compile_ahead, to_meta
+        t0 = time.monotonic()
+        try:
+            metas = []
+            for shape in msg["shapes"]:     # one shape's real inputs at a time: only their metadata is kept
+                real = self.make_inputs(shape["dims"], shape["dtype"], shape["seed"])
+                metas.append({k: to_meta(v, self.torch) for k, v in real.items()})
+                del real
+            t_inputs = time.monotonic() - t0
+            summary = compile_ahead(self.fn, metas, jobs=msg.get("jobs") or None,
+                                    timeout_s=float(msg.get("timeout_s") or DEFAULT_TIMEOUT_S))
+            summary["inputs_s"] = t_inputs
+        except Exception as e:  # noqa: BLE001 - best effort: the trials compile what is missing, as without it
+            summary = {"specializations": 0, "notes": [f"compile ahead stopped: {type(e).__name__}"],
+                       "inputs_s": time.monotonic() - t0}
+        self.reply({"kind": "compiled_ahead", **summary})
 
     def on_check(self, msg: dict) -> None:
         """Trials of one shape: fresh values copied into the first trial's buffers each time. With `guard`,
@@ -450,7 +471,7 @@ class Worker:
         self.reply(hello)
         handlers = {"setup": self.on_setup, "compile": self.on_compile, "check": self.on_check, "dsl": self.on_dsl,
                     "floor": self.on_floor, "time": self.on_time, "counters": self.on_counters,
-                    "ab_time": self.on_ab_time, "launches": self.on_launches,
+                    "ab_time": self.on_ab_time, "launches": self.on_launches, "compile_ahead": self.on_compile_ahead,
                     "features": self.on_features}
         while True:
             try:

@@ -19,8 +19,15 @@ How it searches
      shrink resource use (a smaller block size or fewer stages).
    - low achieved occupancy (< 20%): shrinking moves are tried first (ordering only).
 3. Hill-climbing by coordinate descent from a climb point (at first the incumbent's config): its
-   neighbours change one slot by one grid step. After a step that improved the score, the same slot
-   in the same direction is tried first (momentum); otherwise the order is a seeded shuffle until
+   neighbours change one slot by one grid step, or one *tied group* by one step: the movable slots
+   that hold the same value under the same path outside its indices (`buckets.*.gemm1.BLOCK_N`), or
+   under the same name with the same rule anywhere (`BLOCK_N` of gemm1 and gemm2 in every bucket),
+   move together. A group carries the weight of every shape its members serve, so it is tried before
+   its members while nothing is known (coarse before fine: a kernel badly tuned the same way in every
+   bucket, as a flat config is, is fixed in a few moves, not one per bucket); groups split as their
+   members' values part. After a step that improved the score, the same slot or group in the same
+   direction is tried first at twice the stride (1, 2, 4 grid steps while each improves; a stride that
+   fails falls back to the last one that worked): momentum. Otherwise the order is a seeded shuffle until
    three configs are measured, then the additive model of agent/proposers/search_model.py (fit on
    every measured config of this kernel) ranks them by its optimistic estimate. A *jump* to the
    model's best unmeasured config of the whole (pruned) space comes first when the model predicts it
@@ -154,8 +161,8 @@ class Move:
     config: Any = None            # the CONFIGS value it sets (None for an alternative)
     changed: str = ""
     why: str = ""
-    slot: tuple = ()              # the changed slot's path (neighbour moves)
-    step: int = 0                 # -1 / +1 along that slot's grid
+    slot: tuple = ()              # the changed slot's path, or a tied group's paths (neighbour moves)
+    step: int = 0                 # grid steps along that slot's grid: +-1, or a momentum stride
 
 
 class SearchProposer:
@@ -323,39 +330,85 @@ class SearchProposer:
         return [s for s in self._slots if self._usage.uses(s.path)
                 and self._profile.allows(s.rule.side, self._usage.regime(s.path))]
 
+    def _groups(self, slots: list[Slot]) -> list[tuple[tuple, list[Slot]]]:
+        """(key, members) of every single slot and every tied group of two or more movable slots that
+        hold the same value now: by the path with its indices wildcarded, and by name and rule kind.
+        A group equal in members to a smaller level is listed once."""
+        out: list[tuple[tuple, list[Slot]]] = [(s.path, [s]) for s in slots]
+        seen = {(s.path,) for s in slots}
+        families: dict[tuple, list[Slot]] = {}
+        for s in slots:
+            value = get_at(self._point, s.path)
+            wild = tuple("*" if isinstance(p, int) and not isinstance(p, bool) else p for p in s.path)
+            families.setdefault(("path", wild, repr(value)), []).append(s)
+            families.setdefault(("name", s.name, s.rule.kind, repr(value)), []).append(s)
+        for members in families.values():
+            key = tuple(sorted((m.path for m in members), key=repr))
+            if len(members) >= 2 and key not in seen:
+                seen.add(key)
+                out.append((key, sorted(members, key=lambda m: repr(m.path))))
+        return out
+
+    def _steps(self, key: tuple) -> list[int]:
+        """Grid steps to try for a slot or group: one either way; after an improving move of this one, the
+        momentum's stride and twice it in its direction as well."""
+        steps = [-1, 1]
+        if self._momentum and self._momentum[0] == key:
+            stride = self._momentum[1]
+            steps += [s for s in (stride, 2 * stride) if s not in steps]
+        return steps
+
     def _neighbours(self) -> list[Move]:
         prof, moves = self._profile, []
-        for slot in self._movable():
-            grid = slot.rule.grid(slot.value)
-            current = get_at(self._point, slot.path)
-            if current not in grid:
-                continue
-            i = grid.index(current)
-            for step in (-1, 1):
-                if not 0 <= i + step < len(grid):
+        for key, members in self._groups(self._movable()):
+            current = get_at(self._point, members[0].path)
+            for step in self._steps(key):
+                config, ok = self._point, True
+                for slot in members:
+                    grid = slot.rule.grid(slot.value)
+                    if current not in grid or not 0 <= grid.index(current) + step < len(grid):
+                        ok = False
+                        break
+                    new = grid[grid.index(current) + step]
+                    if prof.reduce and not slot.rule.shrinks(current, new):
+                        ok = False
+                        break
+                    config = set_at(config, slot.path, new)
+                if not ok:
                     continue
-                new = grid[i + step]
-                if prof.reduce and not slot.rule.shrinks(current, new):
+                new = get_at(config, members[0].path)
+                if any(get_at(config, m.path) != new for m in members):   # grids that disagree: not one move
                     continue
-                config = set_at(self._point, slot.path, new)
-                used = self._usage.describe(slot.path)
+                label = (members[0].label() if len(members) == 1 else
+                         f"{members[0].name} tied in {len(members)} places ({self._group_label(members)})")
+                used = self._usage.describe_all([m.path for m in members])
                 moves.append(Move("neighbour", "", self._key(config), config,      # source: when taken
-                                  f"{slot.label()}: {current} -> {new}",
-                                  f"hill-climb step{'; ' + used if used else ''} ({prof.describe()})",
-                                  slot.path, step))
+                                  f"{label}: {current} -> {new}",
+                                  f"hill-climb step{'' if abs(step) == 1 else f' ({abs(step)} grid steps)'}"
+                                  f"{'; ' + used if used else ''} ({prof.describe()})",
+                                  key, step))
         self._rng.shuffle(moves)
         model = self._fitted_model()
 
-        def priority(m: Move) -> tuple[int, float, float]:
-            if self._momentum == (m.slot, m.step):
-                return 0, 0.0, 0.0
-            slot = next(s for s in self._slots if s.path == m.slot)
-            shrinking = slot.rule.shrinks(get_at(self._point, m.slot), get_at(m.config, m.slot))
+        def priority(m: Move) -> tuple[float, float, float]:
+            if self._momentum and self._momentum[0] == m.slot and m.step * self._momentum[1] > 0:
+                stride = self._momentum[1]
+                return (0.0 if m.step == 2 * stride else 0.1 if m.step == stride else 0.2), 0.0, 0.0
+            paths = list(m.slot) if m.slot and isinstance(m.slot[0], tuple) else [m.slot]
+            slot = next(s for s in self._slots if s.path == paths[0])
+            shrinking = slot.rule.shrinks(get_at(self._point, paths[0]), get_at(m.config, paths[0]))
             first = 1 if prof.low_occupancy and shrinking else 2
-            # the model, once fit, says which move gains most; before, the heaviest shapes' slots go first
-            weight = -self._usage.weight_of(m.slot)
-            return (first, -model.optimistic(m.config), weight) if model is not None else (first, weight, 0.0)
+            # the model, once fit, says which move gains most; before, the heaviest shapes' slots go first,
+            # and of those the largest tied group (coarse before fine)
+            weight = -self._usage.weight_of_all(paths)
+            return (first, -model.optimistic(m.config), weight) if model is not None else (first, weight, -len(paths))
         return sorted(moves, key=priority)
+
+    @staticmethod
+    def _group_label(members: list[Slot]) -> str:
+        """Where a tied group's members sit, short: the distinct outer keys of their paths."""
+        outer = sorted({"/".join(str(p) for p in m.path[:-1] if not isinstance(p, int)) or "top" for m in members})
+        return ", ".join(outer)[:80]
 
     # ---- the model: rank moves, jump across the space ----------------------------------------
     def _fitted_model(self) -> AdditiveModel | None:
@@ -402,7 +455,8 @@ class SearchProposer:
         """The model's best unmeasured config, when it predicts more than any neighbour's optimistic bound."""
         model = self._fitted_model()
         queue = [m for m in self._queue if self._free(m.key)]
-        if model is None or not queue or (self._momentum and any((m.slot, m.step) == self._momentum for m in queue)):
+        if model is None or not queue or (self._momentum and any(
+                m.slot == self._momentum[0] and m.step * self._momentum[1] > 0 for m in queue)):
             return None
         found = self._best_unmeasured(model, model.predict)
         if found is None:

@@ -25,6 +25,7 @@ class Usage:
     weight: dict[tuple, float] = field(default_factory=dict)        # path -> summed shape weight
     bound_weight: dict[tuple, dict[str, float]] = field(default_factory=dict)   # path -> bound -> weight
     shapes: dict[tuple, tuple[str, ...]] = field(default_factory=dict)          # path -> shape ids
+    shape_weight: dict[str, float] = field(default_factory=dict)                # shape id -> weight
 
     def uses(self, path: tuple) -> bool:
         return not self.known or tuple(path) in self.shapes
@@ -43,12 +44,28 @@ class Usage:
         return ("memory" if by.get("memory", 0.0) >= REGIME_SHARE * total else
                 "compute" if by.get("compute", 0.0) >= REGIME_SHARE * total else "mixed")
 
+    def shapes_of_all(self, paths: list[tuple]) -> tuple[str, ...]:
+        """The shapes that read any of `paths`, each once, in first-seen order."""
+        ids: dict[str, None] = {}
+        for path in paths:
+            ids.update(dict.fromkeys(self.shapes.get(tuple(path), ())))
+        return tuple(ids)
+
+    def weight_of_all(self, paths: list[tuple]) -> float:
+        """The weight of the shapes that read any of `paths` (a tied group), each shape counted once."""
+        if len(paths) == 1:
+            return self.weight_of(paths[0])
+        return sum(self.shape_weight.get(i, 0.0) for i in self.shapes_of_all(paths))
+
     def describe(self, path: tuple, limit: int = 3) -> str:
-        ids = self.shapes.get(tuple(path), ())
+        return self.describe_all([path], limit)
+
+    def describe_all(self, paths: list[tuple], limit: int = 3) -> str:
+        ids = self.shapes_of_all(paths)
         if not self.known or not ids:
             return ""
         more = f" +{len(ids) - limit}" if len(ids) > limit else ""
-        return f"used by {', '.join(ids[:limit])}{more} (weight {self.weight_of(path):.3g})"
+        return f"used by {', '.join(ids[:limit])}{more} (weight {self.weight_of_all(paths):.3g})"
 
 
 def read_usage(result: dict[str, Any] | None) -> Usage:
@@ -59,15 +76,17 @@ def read_usage(result: dict[str, Any] | None) -> Usage:
     weight: dict[tuple, float] = {}
     bounds: dict[tuple, dict[str, float]] = {}
     shapes: dict[tuple, list[str]] = {}
+    shape_weight: dict[str, float] = {}
     for row in rows:
         reads = (row.get("launches") or {}).get("configs_read")
         if not reads:      # None (untraced) or empty (CONFIGS read before the call): usage unknown
             return Usage()
         w = float(row.get("weight") or 0.0)
+        shape_weight[str(row.get("id", "?"))] = w
         for path in {tuple(p) for p in reads}:
             weight[path] = weight.get(path, 0.0) + w
             if row.get("bound"):
                 by = bounds.setdefault(path, {})
                 by[row["bound"]] = by.get(row["bound"], 0.0) + w
             shapes.setdefault(path, []).append(str(row.get("id", "?")))
-    return Usage(True, weight, bounds, {p: tuple(v) for p, v in shapes.items()})
+    return Usage(True, weight, bounds, {p: tuple(v) for p, v in shapes.items()}, shape_weight)

@@ -12,8 +12,10 @@ One process does it all (issue 9, item 6):
    hot shapes (silu_and_mul and gemm today), else DEFAULT_BAD; `--bad NAME=VALUE` pairs instead set
    every CONFIGS leaf of that name;
 2. the tuned seed, evaluated once here (full gates, CUDA-graph timing): the target;
-3. `aka optimize --op OP --shape-set hot --seed-kernel start.py --gpu-minutes G --samples S`, a real
-   run in a subprocess with its own home (audit trail, runs/) under --out;
+3. `aka optimize --op OP --shape-set hot --seed-kernel start.py --gpu-minutes G --samples S --baselines
+   none`, a real run in a subprocess with its own home (audit trail, runs/) under --out (no PyTorch
+   baselines by default: they are the report's comparison, not part of the search, and fused_moe's eager
+   one costs a minute of the budget);
 4. the run's final kernel and the tuned seed evaluated again here, interleaved (final, tuned, final): the
    ratio compares these full evaluations only (median of the final's two over the tuned seed's two).
 It prints a short table last and writes everything to --out (recovery.json, start.py, the run's home).
@@ -154,10 +156,11 @@ def like_for_like_ratio(final: list[float], tuned: list[float]) -> float | None:
     return statistics.median(final) / statistics.median(tuned)
 
 
-def _evaluate(op: str, source: str, shapes, hw):
+def _evaluate(op: str, source: str, shapes, hw, settings=None):
     from agent.acceptance import run_score
     from sandbox import EvalRequest, evaluate
-    result = evaluate(EvalRequest(op=op, source=source, shapes=tuple(shapes), hardware=hw))
+    extra = {} if settings is None else {"settings": settings}
+    result = evaluate(EvalRequest(op=op, source=source, shapes=tuple(shapes), hardware=hw, **extra))
     return result, run_score(result)
 
 
@@ -168,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpu-minutes", type=float, default=5.0)
     ap.add_argument("--samples", type=int, default=4)
     ap.add_argument("--bad", action="append", default=[], help="NAME=VALUE set in every bucket (repeatable)")
+    ap.add_argument("--baselines", default="none", help="the run's --baselines (default none: the claim compares "
+                    "the run with the tuned seed, not with PyTorch, so the budget goes to the search)")
+    ap.add_argument("-c", dest="overrides", action="append", default=[], help="config override key.path=value for "
+                    "the run and for this study's own evaluations (e.g. -c sandbox.compile_ahead=false)")
     ap.add_argument("--timeout-s", type=float, default=1800.0, help="wall limit of the optimize run")
     ap.add_argument("--iterations", type=int, default=None, help="also stop after this many proposals (a CPU "
                     "smoke run needs it: the interpreter spends no GPU time, so --gpu-minutes never ends it)")
@@ -194,14 +201,16 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "start.py").write_text(start)
     home = args.out / "home"
-    cfg = load_config(None, [f"home={home}"])
+    cfg = load_config(None, [f"home={home}", *args.overrides])
     hw, _ = resolve_hardware(cfg, None)
     shapes = spec.select("hot")
     t0 = time.monotonic()
-    _, tuned_first = _evaluate(args.op, seed, shapes, hw)
+    _, tuned_first = _evaluate(args.op, seed, shapes, hw, cfg.sandbox)
     cmd = [sys.executable, "-m", "agent.cli_optimize", "--op", args.op, "--shape-set", "hot", "--seed-kernel",
            str(args.out / "start.py"), "--gpu-minutes", str(args.gpu_minutes), "--samples", str(args.samples),
-           "-c", f"home={home}", "-c", "knowledge.enabled=false"]
+           "--baselines", args.baselines, "-c", f"home={home}", "-c", "knowledge.enabled=false"]
+    for override in args.overrides:
+        cmd += ["-c", override]
     if args.iterations is not None:
         cmd += ["--iterations", str(args.iterations)]
     with open(args.out / "optimize.log", "w") as log:
@@ -210,16 +219,16 @@ def main(argv: list[str] | None = None) -> int:
     best = home / "runs" / summary["run_id"] / "best.py"
     # Like against like: only full evaluations made here, interleaved final, tuned, final (the run's own
     # records hold A/B scores too, which read lower in absolute terms and must not be mixed in).
-    final_result, final_a = _evaluate(args.op, best.read_text(), shapes, hw)
-    tuned_result, tuned_again = _evaluate(args.op, seed, shapes, hw)
-    _, final_b = _evaluate(args.op, best.read_text(), shapes, hw)
+    final_result, final_a = _evaluate(args.op, best.read_text(), shapes, hw, cfg.sandbox)
+    tuned_result, tuned_again = _evaluate(args.op, seed, shapes, hw, cfg.sandbox)
+    _, final_b = _evaluate(args.op, best.read_text(), shapes, hw, cfg.sandbox)
     tuned = [x for x in (tuned_first, tuned_again) if x is not None]
     final = [x for x in (final_a, final_b) if x is not None]
     ratio = like_for_like_ratio(final, tuned)
     per_shape = [{"id": f.id, "weight": f.weight, "tuned": t.attainment, "final": f.attainment}
                  for f, t in zip(final_result.visible_shapes(), tuned_result.visible_shapes())]
     report = {"op": args.op, "start": how, "interpreter": interpreter, "optimize_exit": proc.returncode,
-              "gpu_minutes_budget": args.gpu_minutes, "samples": args.samples, **summary,
+              "gpu_minutes_budget": args.gpu_minutes, "samples": args.samples, "baselines": args.baselines, **summary,
               "final_remeasured": final, "tuned": tuned, "ratio_final_to_tuned": ratio,
               "reached_95pct": ratio is not None and ratio >= TARGET_SHARE, "per_shape": per_shape,
               "study_wall_s": time.monotonic() - t0}

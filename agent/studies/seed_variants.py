@@ -166,12 +166,13 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("rows_double", _scale("ROWS", 2, hi=16))],
     # the key search split 2 ways (bisection, the seed before 2026-12-01 session 7) to 32 ways
     "top_k_top_p_filter": [
-        ("bisect", {"WAYS": 2, "BLOCK_V": 1024}), ("ways4", {"WAYS": 4}),
-        ("ways16_b1024_w8", {"BLOCK_V": 1024, "num_warps": 8}), ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256})],
+        ("bisect", {"WAYS": 2}), ("ways4", {"WAYS": 4}),
+        ("ways16_b512_w4", {"BLOCK_V": 512, "num_warps": 4}),      # the seed before 2026-12-02
+        ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256})],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt
     "layer_norm": [
-        ("decode_preload", _every("decode_by_block_h", PRELOAD_WB=1)),
-        ("decode_preload_rsqrt", _every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1)),
+        ("decode_plain", _every("decode_by_block_h", PRELOAD_WB=0, RSQRT=0)),    # the seed before 2026-12-02
+        ("decode_no_rsqrt", _every("decode_by_block_h", RSQRT=0)),
         ("preload_rsqrt", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
                            **_every("by_block_h", PRELOAD_WB=1, RSQRT=1)}),
         ("decode_preload_w16", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
@@ -182,7 +183,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
     "qk_rms_norm": [
         ("prefill_fused_t2", _every("prefill_by_block_d", FUSED=1, TOKENS=2, PRELOAD_W=1)),
-        ("prefill_fused_t4_w8", _every("prefill_by_block_d", FUSED=1, TOKENS=4, num_warps=8)),
+        ("prefill_unfused", {**_every("prefill_by_block_d", FUSED=0, TOKENS=1, num_warps=4),   # before 2026-12-02
+                             "prefill_by_block_d.64.num_warps": 2}),
         ("prefill_fused_t8_w8", _every("prefill_by_block_d", FUSED=1, TOKENS=8, num_warps=8)),
         ("fused_t1", {**_every("by_block_d", FUSED=1, TOKENS=1), **_every("prefill_by_block_d", FUSED=1, TOKENS=4)}),
         ("fused_t1_w2", {**_every("by_block_d", FUSED=1, TOKENS=1, num_warps=2),
@@ -196,33 +198,33 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
                          "by_block_h.8192.num_warps": 32, "decode_by_block_h.8192.num_warps": 32}),
         ("preload_w8", {**_every("by_block_h", PRELOAD_W=1), **_every("decode_by_block_h", PRELOAD_W=1),
                         "by_block_h.8192.num_warps": 8, "decode_by_block_h.8192.num_warps": 8}),
-        ("decode_preload_w8", {**_every("decode_by_block_h", PRELOAD_W=1), "decode_by_block_h.8192.num_warps": 8}),
+        ("decode_plain", {**_every("decode_by_block_h", PRELOAD_W=0), "decode_by_block_h.8192.num_warps": 16}),
     ],
     # T = 256 rows of 129k-152k logits: pass 2 re-reads x from DRAM (66-78 MB > the 50 MB L2)
     "softmax": [
-        ("reverse", {"REVERSE": 1}),
-        ("reverse_evict_last", {"REVERSE": 1, "PASS1_EVICT_LAST": 1}),
-        ("evict_last", {"PASS1_EVICT_LAST": 1}),
-        ("reverse_b2048_w8", {"REVERSE": 1, "BLOCK_V": 2048, "num_warps": 8}),
-        ("reverse_splits128", {"REVERSE": 1, "MAX_SPLITS": 128, "TARGET_PROGRAMS": 1056}),
+        ("plain", {"REVERSE": 0, "BLOCK_V": 1024, "num_warps": 4}),            # the seed before 2026-12-02
+        ("reverse_b1024_w4", {"BLOCK_V": 1024, "num_warps": 4}),
+        ("reverse_evict_last", {"PASS1_EVICT_LAST": 1}),
+        ("reverse_b1024_w4_splits128", {"BLOCK_V": 1024, "num_warps": 4, "MAX_SPLITS": 128, "TARGET_PROGRAMS": 1056}),
+        ("reverse_splits128", {"MAX_SPLITS": 128, "TARGET_PROGRAMS": 1056}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [
-        ("big_g32_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 32}),
-        ("big_g64_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 64}),
-        ("big_g8_w4", {f"by_pairs.{1 << 40}.BLOCK_G": 8, f"by_pairs.{1 << 40}.num_warps": 4}),
-        ("big_g16_w4", {f"by_pairs.{1 << 40}.num_warps": 4}),
+        ("big_g32_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 32, f"by_pairs.{1 << 40}.num_warps": 8}),
+        ("big_g64_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 64, f"by_pairs.{1 << 40}.num_warps": 8}),
+        ("big_g8_w4", {f"by_pairs.{1 << 40}.BLOCK_G": 8}),
+        ("big_g16_w8", {f"by_pairs.{1 << 40}.num_warps": 8}),                  # the seed before 2026-12-02
         ("mid_g16_w8", {"by_pairs.262144.BLOCK_G": 16, "by_pairs.262144.num_warps": 8,
-                        f"by_pairs.{1 << 40}.BLOCK_G": 32}),
+                        f"by_pairs.{1 << 40}.BLOCK_G": 32, f"by_pairs.{1 << 40}.num_warps": 8}),
     ],
     # decode, 5.3-5.6 us at T <= 256: k = 8 rounds of dependent row reductions (SELECT: 3, 2 or 1 a round)
     "moe_topk_softmax": [
+        ("select0", {**_every("by_block_e", SELECT=0), "by_block_e.128.ROWS": 8}),   # the seed before 2026-12-02
         ("select1", _every("by_block_e", SELECT=1)),
-        ("select2", _every("by_block_e", SELECT=2)),
+        ("select2_r8", {"by_block_e.128.ROWS": 8}),
         ("select2_r1_w1", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 1, "by_block_e.128.num_warps": 1}),
         ("select2_r2_w1", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 2, "by_block_e.128.num_warps": 1}),
         ("select1_r4_w1", {**_every("by_block_e", SELECT=1), "by_block_e.128.ROWS": 4, "by_block_e.128.num_warps": 1}),
-        ("select2_r4_w2", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 4}),
     ],
     # decode (one new token per sequence): channel tiles and warps
     "causal_conv1d_update": [

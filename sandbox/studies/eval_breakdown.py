@@ -29,11 +29,12 @@ OPS = ("rms_norm", "silu_and_mul", "gemm", "fused_moe")
 TARGET_S = {"rms_norm": 8.0, "silu_and_mul": 8.0, "gemm": 12.0, "fused_moe": 20.0}   # issue 9, per evaluation
 
 
-def settings_for(slow: bool):
+def settings_for(slow: bool, compile_ahead: bool = True):
     from sandbox.settings import SandboxSettings
     if slow:
-        return SandboxSettings(prestart=False, compile_cache=False, compile_in_worker=False, holdout_trials=3)
-    return SandboxSettings()
+        return SandboxSettings(prestart=False, compile_cache=False, compile_in_worker=False, holdout_trials=3,
+                               compile_ahead=False)
+    return SandboxSettings(compile_ahead=compile_ahead)
 
 
 def record_per_shape(sink: list) -> None:
@@ -92,6 +93,8 @@ def main() -> int:
     ap.add_argument("-n", type=int, default=3, help="evaluations per operator (>= 2: one cold, the rest warm)")
     ap.add_argument("--slow", action="store_true", help="speed-ups off: the 'before' measurement")
     ap.add_argument("--ab", action="store_true", help="also time one A/B of the seed against itself")
+    ap.add_argument("--no-compile-ahead", action="store_true",
+                    help="sandbox.compile_ahead off: specializations compile at their first call, one at a time")
     ap.add_argument("--per-shape", action="store_true", help="also record each checked shape's seconds")
     ap.add_argument("--seeded-candidate", action="store_true",
                     help="also evaluate a new source with the seed's kernels, its cache seeded from the seed's")
@@ -116,7 +119,7 @@ def main() -> int:
         source = Path(spec.seed_path).read_text()
         req = EvalRequest(op=op, source=source, shapes=tuple(spec.select(args.shape_set)), hardware=hw)
         runs = []
-        with Sandbox(settings_for(args.slow)) as sb:
+        with Sandbox(settings_for(args.slow, not args.no_compile_ahead)) as sb:
             for i in range(max(1, args.n)):
                 res = sb(req)
                 runs.append({"wall_s": res.wall_s, "verdict": res.verdict, "stage_times": list(res.stage_times),

@@ -65,6 +65,21 @@ def test_usage_errors_exit_2_with_a_fix(tmp_path):
     assert r.exit_code == 2 and "no run 'nope'" in r.output
     r = invoke(app, "optimize", "--op", "rms_norm", "--samples", "0", "-c", home)
     assert r.exit_code == 2 and "--samples 0" in r.output and "1 to 64" in r.output
+    r = invoke(app, "optimize", "--op", "rms_norm", "--baselines", "eager,tensorrt", "-c", home)
+    assert r.exit_code == 2 and "'eager,tensorrt'" in r.output and "liger" in r.output and "none" in r.output
+
+
+def test_baselines_none_is_recorded_in_the_run_plan(tmp_path, cands):
+    from agent.audit import Audit
+    from agent.records import RunStart
+    home = tmp_path / "home"
+    c = ["-c", f"home={home}", "-c", "knowledge.enabled=false", "-c", "sandbox.trials=1", "-c", "sandbox.holdout=false"]
+    r = invoke(make_app(), "optimize", "--op", "rms_norm", "--shapes", str(tiny_shapes(tmp_path)), "--proposer",
+               "scripted", "--script", str(cands["wrong.py"]), "--baselines", "none", *c)
+    assert r.exit_code == 0, r.output
+    audit = Audit(home / "audit.db")
+    (run_id,) = [row[0] for row in sqlite3.connect(home / "audit.db").execute("SELECT run_id FROM runs")]
+    assert RunStart.from_json(audit.records(run_id, "run_start")[0].body).baselines == ()
 
 
 def test_optimize_then_review_and_export(tmp_path, cands):

@@ -15,6 +15,8 @@ import triton.language as tl
 
 # Tunables by the number of rows T (decode or prefill table), then by BLOCK_H (H rounded up to a power of
 # two; wider rows use the largest key). num_warps give each thread 8-16 elements of each of x and residual.
+# The decode table preloads the weight, and 8 warps at BLOCK_H 8192: the variant `decode_preload_w8`, fastest
+# of ours at T = 256 on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md; within 1-2%, near noise).
 CONFIGS = {
     "max_block_h": 8192,
     "decode_max_t": 256,
@@ -27,12 +29,12 @@ CONFIGS = {
         8192: {"ROWS": 1, "num_warps": 16, "ROUND_NORMED": 0, "PRELOAD_W": 0},
     },
     "decode_by_block_h": {
-        256: {"ROWS": 4, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
-        512: {"ROWS": 2, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
-        1024: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "ROUND_NORMED": 0, "PRELOAD_W": 0},
+        256: {"ROWS": 4, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 1},
+        512: {"ROWS": 2, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 1},
+        1024: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "ROUND_NORMED": 0, "PRELOAD_W": 1},
+        4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 1},
+        8192: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 1},
     },
 }
 SEARCH_SPACE = {"ROUND_NORMED": [0, 1], "PRELOAD_W": [0, 1]}

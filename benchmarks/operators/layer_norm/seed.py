@@ -17,6 +17,8 @@ import triton.language as tl
 
 # Tunables, keyed by BLOCK_H (H rounded up to a power of two; larger sizes use the largest key); every entry
 # gives each thread 16 elements of x.
+# The decode table preloads weight and bias and takes rsqrt: the variant `decode_preload_rsqrt`, fastest of
+# ours at T = 16-256 on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md; 2.46-3.44 us, from 2.98-3.86).
 CONFIGS = {
     "max_block_h": 8192,
     "decode_max_t": 256,
@@ -29,12 +31,12 @@ CONFIGS = {
         8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0},
     },
     "decode_by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 1, "RSQRT": 1},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1},
     },
 }
 SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1]}

@@ -23,17 +23,19 @@ import triton.language as tl
 
 # Tunables, keyed by BLOCK_E (E rounded up to a power of two; larger sizes use the largest key): tokens per
 # program and warps, about 16 logits a thread.
+# SELECT=2 (one reduction a round) and 4 tokens a program at E = 128: the variant `select2_r4_w2`, 3.0-5.5 us
+# on the H200 where the earlier seed took 5.1-7.0 (2026-12-02, benchmarks/results/new_ops_h200.md).
 CONFIGS = {
     "by_block_e": {
-        8: {"ROWS": 64, "num_warps": 1, "SELECT": 0},
-        16: {"ROWS": 32, "num_warps": 1, "SELECT": 0},
-        32: {"ROWS": 16, "num_warps": 1, "SELECT": 0},
-        64: {"ROWS": 16, "num_warps": 2, "SELECT": 0},
-        128: {"ROWS": 8, "num_warps": 2, "SELECT": 0},
-        256: {"ROWS": 8, "num_warps": 4, "SELECT": 0},
-        512: {"ROWS": 4, "num_warps": 4, "SELECT": 0},
-        1024: {"ROWS": 2, "num_warps": 4, "SELECT": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "SELECT": 0},
+        8: {"ROWS": 64, "num_warps": 1, "SELECT": 2},
+        16: {"ROWS": 32, "num_warps": 1, "SELECT": 2},
+        32: {"ROWS": 16, "num_warps": 1, "SELECT": 2},
+        64: {"ROWS": 16, "num_warps": 2, "SELECT": 2},
+        128: {"ROWS": 4, "num_warps": 2, "SELECT": 2},
+        256: {"ROWS": 8, "num_warps": 4, "SELECT": 2},
+        512: {"ROWS": 4, "num_warps": 4, "SELECT": 2},
+        1024: {"ROWS": 2, "num_warps": 4, "SELECT": 2},
+        2048: {"ROWS": 1, "num_warps": 4, "SELECT": 2},
     },
 }
 SEARCH_SPACE = {"SELECT": [0, 1, 2]}

@@ -16,13 +16,15 @@ import triton.language as tl
 
 # Tunables, keyed by the number of (row, group) pairs: the smallest key at or above it (else the largest).
 # Few pairs (decode) want small tiles so that enough programs run; many want tiles of 16 KiB and more.
+# The largest bucket with 4 warps: the variant `big_g16_w4`, 45.0 us at T = 8192 H = 7168 on the H200 (from
+# 54.4; 2026-12-02, benchmarks/results/new_ops_h200.md).
 CONFIGS = {
     "round_in_fp32": False,
     "by_pairs": {
         1024: {"BLOCK_G": 2, "num_warps": 2},
         16384: {"BLOCK_G": 4, "num_warps": 4},
         262144: {"BLOCK_G": 8, "num_warps": 4},
-        1 << 40: {"BLOCK_G": 16, "num_warps": 8},
+        1 << 40: {"BLOCK_G": 16, "num_warps": 4},
     },
 }
 

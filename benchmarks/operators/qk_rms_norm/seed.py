@@ -19,6 +19,8 @@ import triton.language as tl
 
 # Tunables, keyed by BLOCK_D (D rounded up to a power of two; larger sizes use the largest key): heads per
 # program and warps, about 8-16 elements a thread.
+# The prefill table runs one fused q+k program per 4 tokens with 8 warps: the variant `prefill_fused_t4_w8`,
+# 12.7 / 8.1 us at T = 8192 / 4096 on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md; from 15.5 / 8.7).
 CONFIGS = {
     "decode_max_t": 256,
     "by_block_d": {
@@ -28,10 +30,10 @@ CONFIGS = {
         512: {"BLOCK_H": 2, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
     },
     "prefill_by_block_d": {
-        64: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
-        128: {"BLOCK_H": 8, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
-        256: {"BLOCK_H": 4, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
-        512: {"BLOCK_H": 2, "num_warps": 4, "FUSED": 0, "TOKENS": 1, "PRELOAD_W": 0},
+        64: {"BLOCK_H": 16, "num_warps": 8, "FUSED": 1, "TOKENS": 4, "PRELOAD_W": 0},
+        128: {"BLOCK_H": 8, "num_warps": 8, "FUSED": 1, "TOKENS": 4, "PRELOAD_W": 0},
+        256: {"BLOCK_H": 4, "num_warps": 8, "FUSED": 1, "TOKENS": 4, "PRELOAD_W": 0},
+        512: {"BLOCK_H": 2, "num_warps": 8, "FUSED": 1, "TOKENS": 4, "PRELOAD_W": 0},
     },
 }
 SEARCH_SPACE = {"FUSED": [0, 1], "PRELOAD_W": [0, 1], "TOKENS": [1, 2, 4, 8]}
