@@ -164,11 +164,24 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16))],
-    # the key search split 2 ways (bisection, the seed before 2026-12-01 session 7) to 32 ways
+    # the key search split 2 ways (bisection, the seed before 2026-12-01 session 7) to 32 ways: the one-program
+    # path, which serves B > SPLIT_MAX_B (B = 64, 256); then the split-row path of B <= 32 (B = 2 lost to the
+    # sort 0.30x with one program per row): today's path everywhere, chunks per row, its tile, ways, and how far
+    # up in B it reaches
     "top_k_top_p_filter": [
         ("bisect", {"WAYS": 2}), ("ways4", {"WAYS": 4}),
         ("ways16_b512_w4", {"BLOCK_V": 512, "num_warps": 4}),      # the seed before 2026-12-02
-        ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256})],
+        ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256}),
+        ("one_program", {"SPLIT_MAX_B": 0}),                       # the seed before the split path
+        ("split16", {"SPLITS": 16}), ("split32", {"SPLITS": 32}), ("split64", {"SPLITS": 64}),
+        ("split128", {"SPLITS": 128}),
+        ("split_b256", {"SPLIT_BLOCK_V": 256}),
+        ("split_b1024_w8", {"SPLIT_BLOCK_V": 1024, "SPLIT_num_warps": 8}),
+        ("split_ways32_b256", {"SPLIT_WAYS": 32, "SPLIT_BLOCK_V": 256}),     # 15 launches instead of 17
+        ("split_ways64_b128", {"SPLIT_WAYS": 64, "SPLIT_BLOCK_V": 128}),     # 13 launches
+        ("split_to_b64", {"SPLIT_MAX_B": 64}),                                # B = 64: 4 chunks a row
+        ("split_all_p1056", {"SPLIT_MAX_B": 1 << 30, "SPLIT_PROGRAMS": 1056}),  # B = 64: 16, B = 256: 4
+    ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt
     "layer_norm": [
         ("decode_plain", _every("decode_by_block_h", PRELOAD_WB=0, RSQRT=0)),    # the seed before 2026-12-02

@@ -160,3 +160,121 @@ def test_every_call_has_interacting_filters_and_a_tie_at_the_cut(spec, B):
         kk = k.long()
         assert any(kk[b] < 600 and desc[b, kk[b] - 1] == desc[b, kk[b]] for b in range(B)), f"seed {seed}: no tie at a cut"
     assert len(rows_hit) > 1, "the interacting row is always the same row"
+
+
+# ---- the split-row path (small B: a (B, N) grid, one launch per pass) -------------------------------------------
+
+def _split_config(seed, monkeypatch, splits, block, ways=16):
+    monkeypatch.setitem(seed.CONFIGS, "SPLITS", splits)
+    monkeypatch.setitem(seed.CONFIGS, "SPLIT_BLOCK_V", block)
+    monkeypatch.setitem(seed.CONFIGS, "SPLIT_WAYS", ways)
+
+
+def test_the_split_path_is_chosen_from_b_and_b64_keeps_one_program_per_row(seed, monkeypatch):
+    for B in (64, 256):
+        assert seed._split_chunks(B, 151936) is None
+    n, ch = seed._split_chunks(2, 151936)
+    assert n * ch >= 151936 > (n - 1) * ch and ch % seed.CONFIGS["SPLIT_BLOCK_V"] == 0
+    assert n <= seed.CONFIGS["SPLIT_PROGRAMS"] // 2 and seed.CONFIGS["SPLIT_MAX_B"] < 64
+    assert seed._split_chunks(16, 129280)[0] >= 2
+    assert seed._split_chunks(2, 300) is None                      # one tile: nothing to split
+    monkeypatch.setitem(seed.CONFIGS, "SPLITS", 7)
+    assert seed._split_chunks(1, 7 * 512 - 5) == (7, 512)          # N that does not divide V
+    monkeypatch.setitem(seed.CONFIGS, "SPLIT_MAX_B", 0)
+    assert seed._split_chunks(1, 151936) is None
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("B, V, s, splits, block, ways", [
+    (2, 1263, 1, 5, 64, 16),        # 5 chunks of 256, the last one short
+    (3, 600, 2, 3, 128, 16),
+    (1, 1000, 3, 7, 32, 16),        # 7 chunks of 160 (not a power of 2), the last short
+    (2, 2048, 4, 70, 16, 16),       # 64 chunks: partials summed in two rounds of _RED
+    (2, 1263, 5, 4, 64, 2),         # bisection and other splits of the key interval
+    (2, 777, 6, 6, 32, 4),
+    (3, 1100, 7, 9, 32, 32),
+])
+def test_split_path_matches_reference_exactly(spec, seed, monkeypatch, B, V, s, splits, block, ways):
+    _split_config(seed, monkeypatch, splits, block, ways)
+    assert seed._split_chunks(B, V)[0] >= 2
+    inputs = spec.make_inputs({"B": B, "V": V}, "fp32", seed=s)
+    out = seed.top_k_top_p_filter(**inputs)
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+    monkeypatch.setitem(seed.CONFIGS, "SPLIT_MAX_B", 0)             # the one-program path: the same bytes
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), out)
+
+
+def _hand_rows(V: int):
+    """Rows with ties at both cuts, k = V (and above), p = 1, tiny p, -inf entries, all-negative logits."""
+    g = torch.Generator().manual_seed(0)
+    base = (3.0 * torch.randn(6, V, generator=g)).to(torch.bfloat16).float()
+    x = base.clone()
+    x[0, 5:40] = 15.0                                 # a 35-way tie at the top: k = 10 cuts inside it
+    x[1, ::3] = NEG                                   # -inf entries, top-k wider than the finite ones
+    x[2] = -x[2].abs() - 1.0                          # every logit negative
+    x[3, 100:103] = 20.0                              # the maximum tied 3 ways, p tiny
+    x[4, ::7] = NEG
+    x[5, :] = 0.5                                     # one value everywhere
+    x[5, V - 1] = 2.0
+    k = torch.tensor([10, V, 7, 50, V + 9, 3], dtype=torch.int32)
+    p = torch.tensor([1.0, 1.0, 0.999999, 1e-6, 0.7, 0.9])
+    return x, k, p
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("splits, block", [(4, 128), (9, 64)])
+def test_split_path_on_hand_cases(spec, seed, monkeypatch, splits, block):
+    V = 1030
+    _split_config(seed, monkeypatch, splits, block)
+    x, k, p = _hand_rows(V)
+    ref = spec.reference(x, k.clamp(max=V), p)
+    assert torch.isfinite(ref[0]).sum() == 35 and torch.isfinite(ref[3]).sum() == 3    # the ties stay together
+    for rows in ([0, 1, 2], [3, 4], [5]):
+        out = seed.top_k_top_p_filter(x[rows].contiguous(), k[rows].contiguous(), p[rows].contiguous())
+        assert tolerance_failures(out, ref[rows], spec.tolerance("fp32")) == [], rows
+    # the margins of the p < 1 rows: no kept entry has its mass above within 1e-4 of p
+    keep_k, above = spec.module._masks(x.double(), k.clamp(max=V))
+    for b in (2, 4, 5):
+        assert (above[b][keep_k[b]] - p[b].double()).abs().min() > 1e-4
+
+
+@pytest.mark.interpreter
+def test_split_path_on_a_strided_input(spec, seed, monkeypatch):
+    _split_config(seed, monkeypatch, 3, 128)
+    inputs = spec.make_inputs({"B": 2, "V": 700}, "fp32", seed=8)
+    wide = torch.full((2, 800), 123.0)
+    wide[:, :700] = inputs["logits"]
+    out = seed.top_k_top_p_filter(wide[:, :700], inputs["k"], inputs["p"])
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+def test_the_seed_variants_steer_the_split_path():
+    from agent.studies import seed_variants as sv
+    module = sv.load_seed(load_operator("top_k_top_p_filter"))
+    assert sv.check_variants("top_k_top_p_filter", module.CONFIGS) == []
+    named = dict(sv.VARIANTS["top_k_top_p_filter"])
+    chunks = {}
+    for name, overrides in named.items():
+        saved = module.CONFIGS
+        module.CONFIGS = sv.edited(saved, overrides)
+        try:
+            chunks[name] = {B: module._split_chunks(B, 151936) for B in (1, 2, 16, 64, 256)}
+        finally:
+            module.CONFIGS = saved
+    assert all(c[256] is None for name, c in chunks.items() if name != "split_all_p1056")
+    assert all(v is None for v in chunks["one_program"].values())
+    for n in (16, 32, 64, 128):          # chunk lengths round up to whole tiles: at most n chunks
+        assert n // 2 < chunks[f"split{n}"][2][0] <= n and chunks[f"split{n}"][64] is None
+    assert chunks["split_to_b64"][64][0] >= 2 and chunks["split_to_b64"][256] is None
+    assert chunks["split_all_p1056"][256][0] >= 2
+
+
+@pytest.mark.interpreter
+def test_the_seed_variants_are_exact_at_an_interpreter_shape(spec):
+    from agent.studies import seed_variants as sv
+    module = sv.load_seed(spec)
+    inputs = spec.make_inputs({"B": 2, "V": 1100}, "fp32", seed=12)
+    ref = spec.reference(**inputs)
+    for name, overrides in sv.VARIANTS["top_k_top_p_filter"]:
+        out = sv.seed_variant(module, overrides)(**inputs)
+        assert tolerance_failures(out, ref, spec.tolerance("fp32")) == [], name

@@ -8,8 +8,29 @@ and the row is written as x where x >= max(t_k, t_p), else -inf. Each pass over 
 (top-k) or WAYS (top-p) thresholds at once, splitting the key interval WAYS ways: ceil(32 / log2(WAYS))
 passes per threshold instead of bisection's 32 (WAYS=2). At the B=2 prefill shapes one program per row is
 bound by the latency of its passes (1.8 ms for ~70 passes over 129k logits on the H200, against the sort's
-0.66 ms), which is what fewer passes buy back; WAYS=16 has not been timed on the GPU yet. No host
-synchronization.
+0.66 ms), which is what fewer passes buy back. No host synchronization.
+
+Two paths, chosen per call from B (CONFIGS):
+- one program per row (B > SPLIT_MAX_B): the kernel above, BLOCK_V / num_warps / WAYS. At B >= 64 (every
+  B=64 and B=256 hot shape) this is the only path, 2-4x ahead of the sort.
+- split rows (B <= SPLIT_MAX_B): one program per row runs on B of the H200's 132 SMs only, and each pass
+  counts BLOCK_V x WAYS compares a tile on one SM (B=2: 2.1-2.5 ms against the sort's 0.66-0.73). Each row
+  is cut into N chunks of SPLIT_BLOCK_V-aligned length and the same search runs on a (B, N) grid, one launch
+  per pass from a host-side loop: each program reads the previous launch's per-chunk partials of its row
+  (counts [B, N, WAYS] int32, exp masses [B, N, WAYS] fp32, chunk maxima and normalizer parts [B, N]),
+  sums them in a fixed order, takes the same integer step as the one-program kernel (every program of a
+  row computes the same lo/hi from the same bytes; chunk 0 stores them for the next launch), then counts
+  its own chunk for the new candidates. Partials and the per-row state are double-buffered between
+  launches; kernel boundaries on the stream are the only synchronization (no atomics, no host sync, so
+  the call stays graph-capturable). Launches: PASSES top-k (the first also keeps the chunk maxima; its
+  key interval is the whole float range, so no min/max pass), PASSES top-p (the first also finishes t_k
+  and sums the chunk's softmax normalizer part: masses are counted unnormalized and divided by the
+  summed normalizer when compared with p), one final pass that finishes t_p and writes its chunk:
+  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16. N = SPLITS, or when 0, SPLIT_PROGRAMS // B; the chunk
+  length is rounded up to SPLIT_BLOCK_V, so fewer chunks may remain (a row that fits one chunk takes the
+  one-program path). Top-k thresholds are exact either way (integer counts); top-p sums its fp32 masses in
+  another order than the one-program kernel, which the contract allows: every nucleus boundary of the
+  inputs has a margin of 1e-3 in probability mass.
 """
 import torch
 import triton
@@ -17,7 +38,17 @@ import triton.language as tl
 
 # 16 ways, 1024-wide tiles, 8 warps: the variant `ways16_b1024_w8`, 1.4-1.6x faster than 512-wide tiles with 4
 # warps on every hot shape on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md).
-CONFIGS = {"BLOCK_V": 1024, "num_warps": 8, "WAYS": 16}
+CONFIGS = {
+    "BLOCK_V": 1024, "num_warps": 8, "WAYS": 16,
+    # Split rows when B <= SPLIT_MAX_B (0: never). 32: below 64 rows one program per row leaves most SMs idle;
+    # B >= 64 keeps the one-program path measured above. Untimed on the GPU (seed variants measure it).
+    "SPLIT_MAX_B": 32,
+    # Chunks per row: SPLITS when > 0, else SPLIT_PROGRAMS // B (264: two programs per SM of the H200).
+    "SPLITS": 0, "SPLIT_PROGRAMS": 264,
+    # The split path's tile, warps and ways (its own: a chunk is a few tiles, so a pass costs about one launch
+    # plus reading N x WAYS partials; more ways mean fewer launches but WAYS compares per logit each).
+    "SPLIT_BLOCK_V": 512, "SPLIT_num_warps": 4, "SPLIT_WAYS": 16,
+}
 
 
 @triton.jit
@@ -25,6 +56,13 @@ def _key_to_float(key):
     # inverse of the order-preserving map below: flip the magnitude bits back for negative floats
     bits = tl.where(key < 0, key ^ 0x7FFFFFFF, key)
     return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _float_to_key(x):
+    # the order-preserving int32 key of an fp32 value: negative floats have their magnitude bits flipped
+    bits = x.to(tl.int32, bitcast=True)
+    return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
 
 
 @triton.jit
@@ -99,6 +137,211 @@ def _top_k_top_p_filter_kernel(x_ptr, k_ptr, p_ptr, y_ptr, V, stride_x, stride_y
         tl.store(y_ptr + row * stride_y + off + cols, tl.where(x >= thr, x, float("-inf")), mask=mask)
 
 
+# ---- the split-row path: a (B, N) grid, one launch per pass ----------------------------------------------------
+
+_RED = 32          # chunk partials summed this many chunks at a time (a fixed order: deterministic)
+
+
+@triton.jit
+def _sum_parts(ptr, N, WAYS: tl.constexpr, RED: tl.constexpr):
+    """Sum over the N chunks of one row's [N, WAYS] partials (row-major), RED chunks at a time."""
+    rows = tl.arange(0, RED)
+    ways = tl.arange(0, WAYS)
+    acc = tl.zeros([RED, WAYS], dtype=ptr.dtype.element_ty)
+    for n0 in range(0, N, RED):
+        m = (n0 + rows) < N
+        acc += tl.load(ptr + (n0 + rows)[:, None] * WAYS + ways[None, :], mask=m[:, None], other=0)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _sum_chunks(ptr, N, RED: tl.constexpr):
+    rows = tl.arange(0, RED)
+    acc = tl.zeros([RED], dtype=tl.float32)
+    for n0 in range(0, N, RED):
+        acc += tl.load(ptr + n0 + rows, mask=(n0 + rows) < N, other=0.0)
+    return tl.sum(acc, axis=0)
+
+
+@triton.jit
+def _max_chunks(ptr, N, RED: tl.constexpr):
+    rows = tl.arange(0, RED)
+    acc = tl.full([RED], float("-inf"), tl.float32)
+    for n0 in range(0, N, RED):
+        acc = tl.maximum(acc, tl.load(ptr + n0 + rows, mask=(n0 + rows) < N, other=float("-inf")))
+    return tl.max(acc, axis=0)
+
+
+@triton.jit
+def _k_step(lo, hi, cnt, k, WAYS: tl.constexpr):
+    """The one-program kernel's top-k update: candidates lo + j * step from (lo, hi), their counts `cnt`."""
+    ways = tl.arange(0, WAYS).to(tl.int64)
+    step = (hi - lo + WAYS) // WAYS
+    ok = (cnt >= k) & (lo + ways * step <= hi)
+    j = tl.max(tl.where(ok, ways, 0), axis=0)
+    new_lo = lo + j * step
+    return new_lo, tl.minimum(hi, new_lo + step - 1)
+
+
+@triton.jit
+def _p_step(lo, hi, mass, inv_z, p, WAYS: tl.constexpr):
+    """The one-program kernel's top-p update: candidates lo + (j + 1) * step - 1 (the last clamped to hi),
+    `mass` their unnormalized masses above."""
+    ways = tl.arange(0, WAYS).to(tl.int64)
+    step = (hi - lo + WAYS) // WAYS
+    below = (mass * inv_z < p) | (ways == WAYS - 1)
+    j = tl.min(tl.where(below, ways, WAYS - 1), axis=0)
+    return lo + j * step, tl.minimum(lo + (j + 1) * step - 1, hi)
+
+
+@triton.jit
+def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out, st_in, st_out,
+                       BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr, FIRST: tl.constexpr):
+    """One top-k pass over chunk c of row b: apply the previous pass's summed counts, count this pass's
+    candidates in the chunk (the first pass starts from the whole float range and keeps the chunk's max)."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_V)
+    ways = tl.arange(0, WAYS).to(tl.int64)
+    if FIRST:
+        lo = tl.full([], -2139095041, tl.int64)      # key(-inf) = 0xFF800000 ^ 0x7FFFFFFF: count(x >= -inf) = V >= k
+        hi = tl.full([], 2139095040, tl.int64)       # key(+inf) = 0x7F800000
+    else:
+        lo = tl.load(st_in + row * 4).to(tl.int64)
+        hi = tl.load(st_in + row * 4 + 1).to(tl.int64)
+        cnt = _sum_parts(cnt_in + row * N * WAYS, N, WAYS, RED)
+        lo, hi = _k_step(lo, hi, cnt, tl.load(k_ptr + row), WAYS)
+    step = (hi - lo + WAYS) // WAYS
+    tf = _key_to_float(tl.minimum(lo + ways * step, hi).to(tl.int32))
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    start = c * CH
+    end = tl.minimum(start + CH, V)
+    cnt = tl.zeros([WAYS], dtype=tl.int32)
+    mx = tl.full([BLOCK_V], float("-inf"), tl.float32)
+    for off in range(start, end, BLOCK_V):
+        # padding reads -inf: it can only count for a candidate at -inf, which is j = 0 (lo), always taken
+        x = tl.load(x_row + off + cols, mask=off + cols < end, other=float("-inf"))
+        cnt += tl.sum((x[:, None] >= tf[None, :]).to(tl.int32), axis=0)
+        if FIRST:
+            mx = tl.maximum(mx, x)
+    tl.store(cnt_out + (row * N + c) * WAYS + ways, cnt)
+    if FIRST:
+        tl.store(mx_ptr + row * N + c, tl.max(mx, axis=0))
+    if c == 0:
+        tl.store(st_out + row * 4, lo.to(tl.int32))
+        tl.store(st_out + row * 4 + 1, hi.to(tl.int32))
+
+
+@triton.jit
+def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, cnt_in, acc_in, acc_out,
+                       st_in, st_out, BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
+                       FIRST: tl.constexpr):
+    """One top-p pass over chunk c of row b. The first finishes t_k from the last top-k counts and also sums
+    the chunk's part of the normalizer; the others apply the previous pass's summed masses."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_V)
+    ways = tl.arange(0, WAYS).to(tl.int64)
+    top = _max_chunks(mx_ptr + row * N, N, RED)
+    lo = tl.load(st_in + row * 4).to(tl.int64)
+    hi = tl.load(st_in + row * 4 + 1).to(tl.int64)
+    if FIRST:
+        cnt = _sum_parts(cnt_in + row * N * WAYS, N, WAYS, RED)
+        lo, hi = _k_step(lo, hi, cnt, tl.load(k_ptr + row), WAYS)
+        lo_tk = lo
+        hi = _float_to_key(top).to(tl.int64)
+    else:
+        lo_tk = tl.load(st_in + row * 4 + 2).to(tl.int64)
+        mass = _sum_parts(acc_in + row * N * WAYS, N, WAYS, RED)
+        inv_z = 1.0 / _sum_chunks(z_ptr + row * N, N, RED)
+        lo, hi = _p_step(lo, hi, mass, inv_z, tl.load(p_ptr + row), WAYS)
+    t_k = _key_to_float(lo_tk.to(tl.int32))
+    step = (hi - lo + WAYS) // WAYS
+    tf = _key_to_float(tl.minimum(lo + (ways + 1) * step - 1, hi).to(tl.int32))
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    start = c * CH
+    end = tl.minimum(start + CH, V)
+    acc = tl.zeros([WAYS], dtype=tl.float32)
+    z = tl.zeros([BLOCK_V], dtype=tl.float32)
+    for off in range(start, end, BLOCK_V):
+        x = tl.load(x_row + off + cols, mask=off + cols < end, other=float("-inf"))
+        e = tl.where(x >= t_k, tl.exp(x - top), 0.0)       # padding: exp(-inf) = 0
+        acc += tl.sum(tl.where(x[:, None] > tf[None, :], e[:, None], 0.0), axis=0)
+        if FIRST:
+            z += e
+    tl.store(acc_out + (row * N + c) * WAYS + ways, acc)
+    if FIRST:
+        tl.store(z_ptr + row * N + c, tl.sum(z, axis=0))
+    if c == 0:
+        tl.store(st_out + row * 4, lo.to(tl.int32))
+        tl.store(st_out + row * 4 + 1, hi.to(tl.int32))
+        tl.store(st_out + row * 4 + 2, lo_tk.to(tl.int32))
+
+
+@triton.jit
+def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr, acc_in, st_in,
+                        BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr):
+    """The last pass: apply the last top-p masses, then write chunk c of row b (x where x >= the threshold)."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_V)
+    lo = tl.load(st_in + row * 4).to(tl.int64)
+    hi = tl.load(st_in + row * 4 + 1).to(tl.int64)
+    t_k = _key_to_float(tl.load(st_in + row * 4 + 2))
+    p = tl.load(p_ptr + row)
+    mass = _sum_parts(acc_in + row * N * WAYS, N, WAYS, RED)
+    inv_z = 1.0 / _sum_chunks(z_ptr + row * N, N, RED)
+    lo, hi = _p_step(lo, hi, mass, inv_z, p, WAYS)
+    thr = tl.where(p >= 1.0, t_k, _key_to_float(lo.to(tl.int32)))
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    y_row = y_ptr + row.to(tl.int64) * stride_y
+    start = c * CH
+    end = tl.minimum(start + CH, V)
+    for off in range(start, end, BLOCK_V):
+        mask = off + cols < end
+        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        tl.store(y_row + off + cols, tl.where(x >= thr, x, float("-inf")), mask=mask)
+
+
+def _split_chunks(B: int, V: int) -> tuple[int, int] | None:
+    """(N chunks, chunk length) of the split path for a [B, V] call, or None for one program per row."""
+    if B > CONFIGS["SPLIT_MAX_B"]:
+        return None
+    n = CONFIGS["SPLITS"] or max(1, CONFIGS["SPLIT_PROGRAMS"] // B)
+    block = CONFIGS["SPLIT_BLOCK_V"]
+    ch = -(-(-(-V // n)) // block) * block         # ceil(V / n) rounded up to a whole tile
+    n = -(-V // ch)
+    return (n, ch) if n >= 2 else None
+
+
+def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
+    B, V = logits.shape
+    ways, block = CONFIGS["SPLIT_WAYS"], CONFIGS["SPLIT_BLOCK_V"]
+    passes = _passes(ways)
+    # one int32 workspace: counts and masses [2, B, N, WAYS] (double-buffered), chunk maxima and normalizer
+    # parts [B, N], per-row state [2, B, 4] (lo, hi, key of t_k; written by chunk 0, read by the next launch)
+    nw, nc = 2 * B * N * ways, B * N
+    ws = torch.empty(2 * nw + 2 * nc + 8 * B, dtype=torch.int32, device=logits.device)
+    cnt = ws[:nw].view(2, -1)
+    acc = ws[nw:2 * nw].view(torch.float32).view(2, -1)
+    mx = ws[2 * nw:2 * nw + nc].view(torch.float32)
+    z = ws[2 * nw + nc:2 * nw + 2 * nc].view(torch.float32)
+    st = ws[2 * nw + 2 * nc:].view(2, -1)
+    grid = (B, N)
+    meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=CONFIGS["SPLIT_num_warps"])
+    t = 0                                          # launch index: reads buffer (t - 1) % 2, writes t % 2
+    for i in range(passes):
+        _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
+                                 st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta)
+        t += 1
+    for i in range(passes):
+        _split_topp_kernel[grid](logits, k, p, V, logits.stride(0), CH, N, mx, z, cnt[(t - 1) % 2],
+                                 acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta)
+        t += 1
+    _split_write_kernel[grid](logits, p, y, V, logits.stride(0), y.stride(0), CH, N, z, acc[(t - 1) % 2],
+                              st[(t - 1) % 2], **meta)
+
+
 def _passes(ways: int) -> int:
     """Passes that shrink a 2^32-wide key interval to one key, splitting it `ways` ways each time."""
     width, n = 1 << 32, 0
@@ -116,6 +359,10 @@ def top_k_top_p_filter(logits, k, p):
     B, V = logits.shape
     y = torch.empty((B, V), dtype=torch.float32, device=logits.device)
     if B == 0 or V == 0:
+        return y
+    split = _split_chunks(B, V)
+    if split is not None:
+        _split_filter(logits, k, p, y, *split)
         return y
     ways = CONFIGS["WAYS"]
     _top_k_top_p_filter_kernel[(B,)](logits, k, p, y, V, logits.stride(0), y.stride(0),
