@@ -9,8 +9,9 @@ not help: Triton's MLIR passes hold the GIL (two threads were slower than one he
 
 How (in processes forked from the worker, the sandboxed process, so that nothing the pass runs can change the
 worker's state, its CUDA context or the candidate's module; nothing here changes what is checked or timed):
-1. Collect, in a forked collector process whose Triton driver is a stand-in that answers without CUDA. The
-   candidate's launcher runs once per shape on *meta* tensors (shape, dtype, strides and
+1. Collect, in a forked collector process whose Triton driver is a stand-in that answers without CUDA (and
+   whose torch.cuda device queries, such as the SM count a persistent grid reads, answer with the worker's
+   GPU's, read before the fork). The candidate's launcher runs once per shape on *meta* tensors (shape, dtype, strides and
    storage offset of the real inputs, no memory): its torch calls only infer shapes, so it cannot fault
    on the device, and `JITFunction._do_compile` is replaced for the pass by one that records the
    specialization (kernel, signature, constexprs, attributes, options, target) and returns None, which
@@ -179,6 +180,28 @@ class StandInDriver:
         return self.target
 
 
+def _device_queries(device) -> dict:
+    """What a launcher may ask torch about the GPU (the SM count of a persistent grid, the capability),
+    read in the worker before the fork: in the child torch refuses CUDA, and a meta tensor's device is not a
+    GPU. Empty without CUDA (the CPU tests' stand-in driver)."""
+    import torch
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return {}
+    return {"properties": torch.cuda.get_device_properties(device),
+            "capability": torch.cuda.get_device_capability(device), "device": device}
+
+
+def _answer_device_queries(queries: dict) -> None:
+    """In the collector: torch.cuda's device queries answered from the worker's GPU, for any device argument
+    (a launcher passes its meta tensors' device)."""
+    if not queries:
+        return
+    import torch
+    torch.cuda.get_device_properties = lambda device=None: queries["properties"]
+    torch.cuda.get_device_capability = lambda device=None: queries["capability"]
+    torch.cuda.current_device = lambda: queries["device"]
+
+
 def compile_ahead(fn: Callable, metas: list[dict], jobs: int | None = None,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
     """The whole pass for input dicts of meta tensors (to_meta), in a forked collector process (its own
@@ -193,6 +216,7 @@ def compile_ahead(fn: Callable, metas: list[dict], jobs: int | None = None,
         from triton.runtime.driver import driver
         target = driver.active.get_current_target()
         device = driver.active.get_current_device()
+        queries = _device_queries(device)
     except Exception as e:  # noqa: BLE001 - no driver, no pass
         return {"specializations": 0, "notes": [f"not available: {type(e).__name__}"], "collect_s": 0.0,
                 "compile_s": 0.0}
@@ -208,6 +232,7 @@ def compile_ahead(fn: Callable, metas: list[dict], jobs: int | None = None,
             _bounded_child(timeout_s + COLLECTOR_GRACE_S)
             os.setpgid(0, 0)                  # the worker can stop it and its compile children at once
             driver.set_active(StandInDriver(target, device))
+            _answer_device_queries(queries)
             out = {}
             try:
                 specs, notes = collect(fn, metas)

@@ -144,6 +144,24 @@ def test_a_launcher_that_never_returns_ends_the_pass_not_the_worker(tmp_path):
     assert out["summary"]["specializations"] == 0 and "without a summary" in out["summary"]["notes"][0]
 
 
+def test_a_launcher_that_asks_torch_for_the_sm_count_is_answered_with_the_workers_gpu(tmp_path):
+    out = run_case(tmp_path, '''
+        import types
+        import sandbox.compile_ahead as ca
+        props = types.SimpleNamespace(multi_processor_count=132)
+        ca._device_queries = lambda device: {"properties": props, "capability": (9, 0), "device": device}
+        def persistent(x, s):      # a persistent grid: one program per SM, as the gemm and rms_norm seeds size it
+            sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+            y = torch.empty_like(x)
+            scale_kernel[(min(sms, triton.cdiv(x.numel(), 256)),)](x, y, x.numel(), s, BLOCK=256)
+            return y
+        summary = compile_ahead(persistent, [{"x": to_meta(torch.empty(1024), torch), "s": 2.0}], jobs=1)
+        print(json.dumps({"summary": summary, "here": torch.cuda.get_device_properties.__module__}))
+    ''')
+    assert out["summary"]["specializations"] == 1 and out["summary"]["notes"] == [], out
+    assert out["here"] == "torch.cuda"                  # answered in the collector only
+
+
 def test_an_autotuned_kernel_stops_the_pass_before_its_tuner_caches_anything(tmp_path):
     out = run_case(tmp_path, '''
         @triton.autotune(configs=[triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 256})], key=["n"])
