@@ -189,7 +189,7 @@ def test_the_split_path_is_chosen_from_b_and_b64_keeps_one_program_per_row(seed,
     (2, 1263, 1, 5, 64, 16),        # 5 chunks of 256, the last one short
     (3, 600, 2, 3, 128, 16),
     (1, 1000, 3, 7, 32, 16),        # 7 chunks of 160 (not a power of 2), the last short
-    (2, 2048, 4, 70, 16, 16),       # 64 chunks: partials summed in two rounds of _RED
+    (1, 1100, 4, 40, 16, 16),       # 35 chunks: partials summed in two rounds of _RED
     (2, 1263, 5, 4, 64, 2),         # bisection and other splits of the key interval
     (2, 777, 6, 6, 32, 4),
     (3, 1100, 7, 9, 32, 32),
