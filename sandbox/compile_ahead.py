@@ -116,6 +116,16 @@ def _bounded_child(seconds: float) -> None:
     signal.alarm(max(1, int(seconds)))
 
 
+def _fork() -> int:
+    """os.fork() without Python 3.12's warning about forking a threaded process: the collector is forked from
+    the worker (CUDA's threads) and calls neither CUDA nor any lock of theirs; its compile children fork from
+    the single-threaded collector."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
 def _compile(spec: tuple) -> None:
     jit, signature, constexprs, attrs, options, target = spec
     jit.compile(jit.ASTSource(jit, signature, constexprs, attrs), target=target, options=options.__dict__)
@@ -125,13 +135,10 @@ def compile_forked(specs: list[tuple], jobs: int, timeout_s: float = DEFAULT_TIM
     """Compile specs in up to `jobs` forked children (each takes every jobs-th); wait at most timeout_s.
     Returns {"children", "failed", "killed"}: children that exited non-zero or had to be killed."""
     import signal
-    import warnings
     jobs = max(1, min(jobs, len(specs)))
     pids = []
     for c in range(jobs):
-        with warnings.catch_warnings():      # Python 3.12 warns of fork() in a threaded process (CUDA's threads);
-            warnings.simplefilter("ignore", DeprecationWarning)   # the child calls no CUDA and takes no lock of theirs
-            pid = os.fork()
+        pid = _fork()
         if pid == 0:                            # the child: compile its share, never return into the worker
             code = 0
             try:
@@ -221,10 +228,7 @@ def compile_ahead(fn: Callable, metas: list[dict], jobs: int | None = None,
         return {"specializations": 0, "notes": [f"not available: {type(e).__name__}"], "collect_s": 0.0,
                 "compile_s": 0.0}
     read_fd, write_fd = os.pipe()
-    import warnings
-    with warnings.catch_warnings():          # Python 3.12 warns of fork() in a threaded process (CUDA's threads)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    pid = _fork()
     if pid == 0:                              # the collector: never returns into the worker
         code = 0
         try:

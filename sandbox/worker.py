@@ -188,7 +188,7 @@ class Worker:
     def on_compile_ahead(self, msg: dict) -> None:
         """Compile the candidate's specializations for the shapes its next trials will run, in parallel
         (sandbox/compile_ahead.py). Best effort: the reply has counts and seconds, nothing that can fail."""
-        from sandbox.compile_ahead import DEFAULT_TIMEOUT_S, compile_ahead, to_meta
+        from sandbox.compile_ahead import compile_ahead, to_meta
         t0 = time.monotonic()
         try:
             metas = []
@@ -197,8 +197,7 @@ class Worker:
                 metas.append({k: to_meta(v, self.torch) for k, v in real.items()})
                 del real
             t_inputs = time.monotonic() - t0
-            summary = compile_ahead(self.fn, metas, jobs=msg.get("jobs") or None,
-                                    timeout_s=float(msg.get("timeout_s") or DEFAULT_TIMEOUT_S))
+            summary = compile_ahead(self.fn, metas, jobs=msg.get("jobs") or None)
             summary["inputs_s"] = t_inputs
         except Exception as e:  # noqa: BLE001 - best effort: the trials compile what is missing, as without it
             summary = {"specializations": 0, "notes": [f"compile ahead stopped: {type(e).__name__}"],

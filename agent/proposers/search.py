@@ -333,9 +333,9 @@ class SearchProposer:
     def _groups(self, slots: list[Slot]) -> list[tuple[tuple, list[Slot]]]:
         """(key, members) of every single slot and every tied group of two or more movable slots that
         hold the same value now: by the path with its indices wildcarded, and by name and rule kind.
-        A group equal in members to a smaller level is listed once."""
+        A group whose members the other level already holds is listed once."""
         out: list[tuple[tuple, list[Slot]]] = [(s.path, [s]) for s in slots]
-        seen = {(s.path,) for s in slots}
+        seen: set[tuple] = set()
         families: dict[tuple, list[Slot]] = {}
         for s in slots:
             value = get_at(self._point, s.path)

@@ -156,11 +156,10 @@ def like_for_like_ratio(final: list[float], tuned: list[float]) -> float | None:
     return statistics.median(final) / statistics.median(tuned)
 
 
-def _evaluate(op: str, source: str, shapes, hw, settings=None):
+def _evaluate(op: str, source: str, shapes, hw, settings):
     from agent.acceptance import run_score
     from sandbox import EvalRequest, evaluate
-    extra = {} if settings is None else {"settings": settings}
-    result = evaluate(EvalRequest(op=op, source=source, shapes=tuple(shapes), hardware=hw, **extra))
+    result = evaluate(EvalRequest(op=op, source=source, shapes=tuple(shapes), hardware=hw, settings=settings))
     return result, run_score(result)
 
 

@@ -1,14 +1,11 @@
 # A batch prepared at the end of session 8 for the next session's device time (adapt before running; session8.sh is
-# the batch as run). Order: the compile-ahead GPU test first (if it fails, stop the batch and set
-# sandbox.compile_ahead=false for the rest: `-c sandbox.compile_ahead=false`), then what issue 9 still owes (the
+# the batch as run). Order: the compile-ahead GPU test first (if it fails, the steps after it run with
+# `-c sandbox.compile_ahead=false`), then what issue 9 still owes (the
 # fused_moe recovery, 5-GPU-minute runs of rms_norm, gemm and fused_moe from their seeds, silu_and_mul's
 # acceptances), then issue 15's remaining variants.
-export PYTHONUNBUFFERED=1
-mkdir -p /tmp/res
 cd "$(dirname "$0")/../../.."
-export PYTHONPATH=$PWD
 source agent/studies/batch/steps.sh
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > /tmp/res/gpu.txt
+batch_begin
 pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
 step checks 150 python3 -m pytest -q -s -p no:cacheprovider tests/sandbox/test_compile_ahead_gpu.py tests/sandbox/test_compile_ahead.py
 if grep -q " failed" /tmp/res/checks/log; then AHEAD="-c sandbox.compile_ahead=false"; else AHEAD=""; fi

@@ -9,3 +9,11 @@ step() {
   tar czf /tmp/res/$name.tgz -C /tmp/res $name
   touch /tmp/res/$name.done
 }
+
+# batch_begin: what every batch does first (its steps' output folder, the repo as PYTHONPATH, the GPU's name and
+# clocks in /tmp/res/gpu.txt); call it after cd-ing to the repository root.
+batch_begin() {
+  export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD
+  mkdir -p /tmp/res
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader > /tmp/res/gpu.txt
+}
