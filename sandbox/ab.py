@@ -16,7 +16,9 @@ The parent gets back, per shape, the per-round seconds of A and of B.
 from __future__ import annotations
 
 import math
+import os
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sandbox import correctness as cx
@@ -94,6 +96,7 @@ class _ABConversation(Conversation):
                         "rounds": self.settings.ab_rounds,
                         "seeds": [cx.derive_seed(self.base_seed, "ab", shape.id, k) for k in range(AB_INPUT_SETS)]})
                 reply, _ = self._expect(w, "ab_timing")
+            self.clock.merge(reply.get("stage_s"), "ab_rounds/")
             if reply.get("error"):
                 raise Rejected("timing", f"shape {shape.id}: {reply['error']}")
             self.a.append(tuple(float(x) for x in reply["a"]))
@@ -124,15 +127,18 @@ def on_ab_time(worker, msg: dict) -> None:
     """The worker's "ab_time" handler: both loaded kernels, one shape, `rounds` interleaved rounds."""
     from benchmarks import gpu_timer
     torch = worker.torch
-    fns = [_guarded(worker.fn), _guarded(worker.fn_b)]
-    sets = [worker.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"]]
-    flush = gpu_timer.make_flush_buffer()
+    clock = _Clock()
+    fns = [_with_cache(_guarded(fn), folder) for fn, folder in zip((worker.fn, worker.fn_b), worker.cache_dirs)]
+    with clock("inputs"):
+        sets = [worker.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"]]
+        flush = gpu_timer.make_flush_buffer()
     try:
-        for fn in fns:
-            gpu_timer.warm_up(fn, sets, 5)
-            gpu_timer.reject_host_sync(fn, sets[0])
+        with clock("warm_up"):      # the first calls: each kernel's specializations load from its cache here
+            for fn in fns:
+                gpu_timer.warm_up(fn, sets, 5)
+                gpu_timer.reject_host_sync(fn, sets[0])
     except gpu_timer.GraphCaptureError as e:
-        worker.reply({"kind": "ab_timing", "error": f"cannot time in a CUDA graph: {e}"})
+        worker.reply({"kind": "ab_timing", "error": f"cannot time in a CUDA graph: {e}", "stage_s": clock.s})
         return
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -153,12 +159,14 @@ def on_ab_time(worker, msg: dict) -> None:
             gpu_timer.write_flush(flush)
 
     try:
-        graphs = [gpu_timer.capture(body(fn)) for fn in fns]
-        empty = gpu_timer.capture(flush_only)
+        with clock("capture"):
+            graphs = [gpu_timer.capture(body(fn)) for fn in fns]
+            empty = gpu_timer.capture(flush_only)
     except gpu_timer.GraphCaptureError as e:
-        worker.reply({"kind": "ab_timing", "error": str(e)})
+        worker.reply({"kind": "ab_timing", "error": str(e), "stage_s": clock.s})
         return
     times: list[list[float]] = [[], []]
+    t_rounds = time.monotonic()
     for first, second in round_order(int(msg["rounds"])):
         events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         torch.cuda.synchronize()
@@ -174,7 +182,37 @@ def on_ab_time(worker, msg: dict) -> None:
             with_s = events[2 * j].elapsed_time(events[2 * j + 1]) / 1e3
             without_s = events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3
             times[k].append((with_s - without_s) / calls)
-    worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls})
+    clock.s["rounds"] = time.monotonic() - t_rounds
+    worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls, "stage_s": clock.s})
+
+
+class _Clock:
+    """Seconds per named step of one shape's A/B in the worker; the parent adds them up over the shapes as
+    ab_rounds/<step> (so a slow A/B says whether it waited on inputs, first calls, capture or the rounds)."""
+
+    def __init__(self):
+        self.s: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str):
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.s[name] = self.s.get(name, 0.0) + time.monotonic() - t0
+
+
+def _with_cache(fn, folder: str | None):
+    """fn, run with TRITON_CACHE_DIR at `folder` (the kernel's own source's directory, from the parent): triton
+    reads the variable at each compile, so whatever this kernel compiles or loads comes from its own source's
+    cache, never the other kernel's. None: the worker's setting stands (no cache, or a private one)."""
+    if not folder:
+        return fn
+
+    def run(inputs: dict):
+        os.environ["TRITON_CACHE_DIR"] = folder
+        return fn(inputs)
+    return run
 
 
 def _guarded(fn):

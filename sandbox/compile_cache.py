@@ -21,7 +21,8 @@ all of their ~16 specializations again (23 s of a 42 s timing-only evaluation on
 verified file by file against the incumbent's manifest while it is made, and it is the candidate's own:
 nothing it does reaches the incumbent's directory. The fresh-process confirmation of a winner compiles
 from its own source in a private cache (sandbox.evaluation.EvalRequest.private_compile), so an accepted
-kernel's time never rests on binaries compiled for another source.
+kernel's time never rests on binaries compiled for another source. An A/B worker holds two kernels; each
+runs with its own source's directory (sandbox/ab.py sets TRITON_CACHE_DIR around each kernel's calls).
 """
 from __future__ import annotations
 

@@ -72,6 +72,7 @@ class Worker:
         self.spec = None
         self.candidate_path: str | None = None
         self.fn_b = None                      # the second kernel of an A/B re-measure
+        self.cache_dirs = (None, None)        # and each kernel's compile cache directory (sandbox/ab.py)
         self._held_buffers: dict | None = None   # the last check's input buffers, for a `fresh` re-run
         self.interpreter = False
         self.loopback: str | None = None
@@ -132,6 +133,7 @@ class Worker:
             self.fn = self._load_candidate(self.candidate_path, msg["op"])
         if msg.get("ab_path"):     # an A/B re-measure: the other kernel in the same worker (sandbox/ab.py)
             self.fn_b = self._load_candidate(msg["ab_path"], msg["op"], CANDIDATE_MODULE + "_b")
+            self.cache_dirs = (msg.get("cache_dir"), msg.get("ab_cache_dir"))     # each kernel's own
         self.reply({"kind": "loaded", "device_name": device_name, "stage_s": {"cuda_init": t_device}})
 
     def _set_device(self, kind: str, memory_fraction: float) -> str:

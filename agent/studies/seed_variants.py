@@ -132,6 +132,12 @@ def _moe(lo: int, hi: int, gemm1: dict | None = None, gemm2: dict | None = None,
     return edit
 
 
+def _rotary(d_tokens: int, d_warps: int, p_tokens: int, p_warps: int) -> dict[str, int]:
+    """rotary_embedding at D = 128 (BLOCK_HALF 64), fused: TOKENS and num_warps of decode and of prefill."""
+    return {"by_block_half.64.TOKENS": d_tokens, "by_block_half.64.num_warps": d_warps,
+            "prefill_by_block_half.64.TOKENS": p_tokens, "prefill_by_block_half.64.num_warps": p_warps}
+
+
 _MOE_PREFILL = (48, 1 << 62)      # T=1024 (32 rows per expert) and T=4096 (128) DeepSeek shapes
 _TMA_PERSISTENT = dict(TMA=1, PERSISTENT=1, FLATTEN=1, num_stages=4)
 
@@ -164,23 +170,22 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16))],
-    # the key search split 2 ways (bisection, the seed before 2026-12-01 session 7) to 32 ways: the one-program
-    # path, which serves B > SPLIT_MAX_B (B = 64, 256); then the split-row path of B <= 32 (B = 2 lost to the
-    # sort 0.30x with one program per row): today's path everywhere, chunks per row, its tile, ways, and how far
-    # up in B it reaches
+    # the split-row path at every B (2026-12-02 session 9), then the one-program path it replaced (its key search
+    # 2 to 32 ways, each only with the split path off), chunks per row, the split path's tile and ways
     "top_k_top_p_filter": [
-        ("bisect", {"WAYS": 2}), ("ways4", {"WAYS": 4}),
-        ("ways16_b512_w4", {"BLOCK_V": 512, "num_warps": 4}),      # the seed before 2026-12-02
-        ("ways32_b256", {"WAYS": 32, "BLOCK_V": 256}),
         ("one_program", {"SPLIT_MAX_B": 0}),                       # the seed before the split path
-        ("split16", {"SPLITS": 16}), ("split32", {"SPLITS": 32}), ("split64", {"SPLITS": 64}),
-        ("split128", {"SPLITS": 128}),
+        ("bisect", {"SPLIT_MAX_B": 0, "WAYS": 2}), ("ways4", {"SPLIT_MAX_B": 0, "WAYS": 4}),
+        ("ways32_b256", {"SPLIT_MAX_B": 0, "WAYS": 32, "BLOCK_V": 256}),
+        ("split_b32_p264", {"SPLIT_MAX_B": 32, "SPLIT_PROGRAMS": 264, "SPLIT_MAX_CHUNKS": 0}),   # before session 9
+        ("split_uncapped", {"SPLIT_MAX_CHUNKS": 0}),               # B = 2: 528 one-tile chunks
+        ("split_p2112", {"SPLIT_PROGRAMS": 2112}),                 # B = 64: 32 chunks, B = 256: 8
+        ("split_p528", {"SPLIT_PROGRAMS": 528}),                   # B = 64: 8, B = 256: 2
+        ("split_cap64", {"SPLIT_MAX_CHUNKS": 64}),                 # B = 2: 64 chunks of 4 tiles
+        ("split16", {"SPLITS": 16}), ("split64", {"SPLITS": 64}),
         ("split_b256", {"SPLIT_BLOCK_V": 256}),
         ("split_b1024_w8", {"SPLIT_BLOCK_V": 1024, "SPLIT_num_warps": 8}),
+        ("split_w8", {"SPLIT_num_warps": 8}),
         ("split_ways32_b256", {"SPLIT_WAYS": 32, "SPLIT_BLOCK_V": 256}),     # 15 launches instead of 17
-        ("split_ways64_b128", {"SPLIT_WAYS": 64, "SPLIT_BLOCK_V": 128}),     # 13 launches
-        ("split_to_b64", {"SPLIT_MAX_B": 64}),                                # B = 64: 4 chunks a row
-        ("split_all_p1056", {"SPLIT_MAX_B": 1 << 30, "SPLIT_PROGRAMS": 1056}),  # B = 64: 16, B = 256: 4
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt
     "layer_norm": [
@@ -243,17 +248,24 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     "causal_conv1d_update": [
         ("b64_w1_small", _buckets(0, 16, BLOCK_D=64, num_warps=1)),
         ("b128_w1", _buckets(0, 1 << 62, BLOCK_D=128, num_warps=1)),
-        ("b256_w2", _buckets(0, 1 << 62, BLOCK_D=256, num_warps=2)),
         ("b1024_w4_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=4)),
-        ("b512_w8_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=8)),
+        ("b512_w4_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=4)),     # the seed before session 9
+        ("b1024_w8_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=8)),
+        ("b256_w4_large", _buckets(65, 1 << 62, BLOCK_D=256, num_warps=4)),
     ],
-    # decode T = 1-256 at 2.3-2.6 us against a 1.5 us floor: heads per program and warps (D = 128: key 64)
+    # lost to Liger on every hot shape (T = 8192: 16.7 against 12.4 us): the two-program grid (one q and one k
+    # program a token, each reloading cos/sin) against one fused program per TOKENS tokens. D = 128 (key 64):
+    # each variant is a decode point (d<TOKENS>w<warps>) and a prefill point (p<TOKENS>w<warps>); the seed is
+    # d1w4_p4w8
     "rotary_embedding": [
-        ("w2", {"by_block_half.64.num_warps": 2}),
-        ("w1", {"by_block_half.64.num_warps": 1}),
-        ("w8", {"by_block_half.64.num_warps": 8}),
-        ("h4_w2", {"by_block_half.64.BLOCK_H": 4, "by_block_half.64.num_warps": 2}),
-        ("h2_w1", {"by_block_half.64.BLOCK_H": 2, "by_block_half.64.num_warps": 1}),
+        ("two_programs", {**_every("by_block_half", FUSED=0), **_every("prefill_by_block_half", FUSED=0),
+                          "prefill_by_block_half.32.num_warps": 2, "prefill_by_block_half.64.num_warps": 4,
+                          "prefill_by_block_half.128.num_warps": 4}),       # the seed before the fused path
+        ("d1w1_p1w2", _rotary(1, 1, 1, 2)),
+        ("d1w2_p2w4", _rotary(1, 2, 2, 4)),
+        ("d1w8_p4w4", _rotary(1, 8, 4, 4)),
+        ("d2w4_p8w8", _rotary(2, 4, 8, 8)),
+        ("d2w2_p1w4", _rotary(2, 2, 1, 4)),         # p1w4: one token a program, 4 warps, as Liger's grid
     ],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))

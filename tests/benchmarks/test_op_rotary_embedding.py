@@ -1,6 +1,8 @@
 """rotary_embedding operator folder: the reference against complex multiplication (both pairings), inputs whose
 positions are not the token index, the seed under the interpreter (neox and interleaved, odd head sizes, strided
-rows), what the tolerances catch, and per-model calls."""
+rows; every FUSED/TOKENS/num_warps setting of both tables and every seed variant on odd head counts; which kernel
+and grid each setting launches) and compiled for sm_90, what the tolerances catch, and per-model calls."""
+import copy
 import random
 from pathlib import Path
 
@@ -10,6 +12,7 @@ from sandbox_seed import evaluate_seed
 import torch
 import yaml
 
+from agent.studies import seed_variants as sv
 from benchmarks.registry import load_operator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +105,127 @@ def test_seed_on_strided_rows_of_a_fused_qkv(spec, seed):
     outs = seed.rotary_embedding(q, k, a["positions"], a["cos_sin_cache"], True)
     for out, ref in zip(outs, spec.reference(q, k, a["positions"], a["cos_sin_cache"], True)):
         assert out.is_contiguous() and tolerance_failures(out, ref, spec.tolerance("fp32")) == []
+
+
+def _with_configs(seed, monkeypatch, edit):
+    configs = copy.deepcopy(seed.CONFIGS)
+    edit(configs)
+    monkeypatch.setattr(seed, "CONFIGS", configs)
+
+
+def _exact(spec, fn, dims, neox, seed_no=0):
+    inputs = spec.make_inputs(dims, "fp32", seed=seed_no)
+    inputs["neox"] = neox
+    for out, ref in zip(fn(**inputs), spec.reference(**inputs)):
+        assert tolerance_failures(out, ref, spec.tolerance("fp32")) == [], (dims, neox)
+
+
+# odd head counts, token counts that are not a power of two (nor a multiple of TOKENS), a D that is not one
+ODD_SHAPES = [(5, 7, 3, 128), (9, 5, 1, 128), (3, 9, 1, 80), (7, 3, 5, 96)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("neox", [True, False])
+@pytest.mark.parametrize("fused, tokens, num_warps", [(0, 1, 4), (1, 1, 1), (1, 2, 4), (1, 4, 8), (1, 8, 2)])
+@pytest.mark.parametrize("table", ["by_block_half", "prefill_by_block_half"])
+def test_every_switch_setting_matches_reference(spec, seed, monkeypatch, table, fused, tokens, num_warps, neox):
+    def edit(cfg):
+        cfg["decode_max_t"] = 1 << 30 if table == "by_block_half" else 0
+        for entry in cfg[table].values():
+            entry.update(FUSED=fused, TOKENS=tokens, num_warps=num_warps)
+    _with_configs(seed, monkeypatch, edit)
+    for T, Hq, Hk, D in ODD_SHAPES:
+        _exact(spec, seed.rotary_embedding, {"T": T, "Hq": Hq, "Hk": Hk, "D": D}, neox, seed_no=T * Hq)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("decode_max_t", [0, 1 << 30])
+@pytest.mark.parametrize("name", [n for n, _ in sv.VARIANTS["rotary_embedding"]])
+def test_every_variant_matches_reference_on_odd_shapes(spec, seed, name, decode_max_t):
+    module = sv.load_seed(spec)
+    module.CONFIGS["decode_max_t"] = decode_max_t
+    fn = sv.seed_variant(module, dict(sv.VARIANTS["rotary_embedding"])[name])
+    for T, Hq, Hk, D in ODD_SHAPES[:2]:
+        for neox in (True, False):
+            _exact(spec, fn, {"T": T, "Hq": Hq, "Hk": Hk, "D": D}, neox, seed_no=T + Hk)
+
+
+class _Launches:
+    """Stands in for a kernel: records each launch's grid and constexprs, then runs the real kernel."""
+
+    def __init__(self, kernel, log, name):
+        self.kernel, self.log, self.name = kernel, log, name
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            self.log.append((self.name, tuple(grid), kwargs))
+            return self.kernel[grid](*args, **kwargs)
+        return launch
+
+
+def _launches(spec, seed, monkeypatch, dims):
+    log = []
+    for name in ("_rotary_embedding_kernel", "_rotary_embedding_fused_kernel"):
+        kernel = getattr(seed, name)
+        kernel = kernel.kernel if isinstance(kernel, _Launches) else kernel
+        monkeypatch.setattr(seed, name, _Launches(kernel, log, name))
+    _exact(spec, seed.rotary_embedding, dims, True)
+    assert len(log) == 1, log
+    return log[0]
+
+
+@pytest.mark.interpreter
+def test_fused_path_is_one_program_per_tokens_tokens_and_two_programs_is_the_old_grid(spec, seed, monkeypatch):
+    def prefill(fused, tokens):
+        def edit(cfg):
+            cfg["decode_max_t"] = 4
+            cfg["prefill_by_block_half"][64].update(FUSED=fused, TOKENS=tokens, num_warps=8)
+        return edit
+    _with_configs(seed, monkeypatch, prefill(1, 4))
+    name, grid, kw = _launches(spec, seed, monkeypatch, {"T": 7, "Hq": 7, "Hk": 1, "D": 128})
+    assert (name, grid, kw["TOKENS"], kw["HEADS_Q"], kw["HEADS_K"], kw["num_warps"]) == \
+        ("_rotary_embedding_fused_kernel", (2,), 4, 8, 1, 8)
+    # T <= decode_max_t: the decode table (one token a program by default)
+    name, grid, kw = _launches(spec, seed, monkeypatch, {"T": 3, "Hq": 7, "Hk": 1, "D": 128})
+    decode_tokens = seed.CONFIGS["by_block_half"][64]["TOKENS"]
+    assert (name, grid, kw["TOKENS"]) == ("_rotary_embedding_fused_kernel", (-(-3 // decode_tokens),), decode_tokens)
+    _with_configs(seed, monkeypatch, prefill(0, 4))
+    name, grid, kw = _launches(spec, seed, monkeypatch, {"T": 7, "Hq": 7, "Hk": 1, "D": 128})
+    assert (name, grid, kw["BLOCK_H"]) == ("_rotary_embedding_kernel", (7, 2), 8)     # a q and a k program a token
+
+
+@pytest.mark.interpreter
+def test_heads_beyond_the_fused_tile_take_fewer_tokens_then_head_blocks(spec, seed, monkeypatch):
+    _with_configs(seed, monkeypatch, lambda cfg: cfg.update(decode_max_t=0))
+    limit, tokens = seed.CONFIGS["max_fused_tile"], seed.CONFIGS["prefill_by_block_half"][64]["TOKENS"]
+    assert tokens > 1
+    hq = limit // 64 // 2 + 1                        # padded to limit // 64 heads: one token a program still fits
+    name, grid, kw = _launches(spec, seed, monkeypatch, {"T": 5, "Hq": hq, "Hk": 1, "D": 128})
+    assert (name, grid, kw["TOKENS"]) == ("_rotary_embedding_fused_kernel", (5,), 1)
+    name, grid, kw = _launches(spec, seed, monkeypatch, {"T": 2, "Hq": limit // 64 + 1, "Hk": 3, "D": 128})
+    assert name == "_rotary_embedding_kernel" and grid[0] == 2
+
+
+def test_seed_compiles_for_hopper_without_spills(spec, seed):
+    """The fused kernel at what each table picks for the hot heads (Hq 8, Hk 1, D 128) and at the largest tile
+    max_fused_tile admits, and the two-program kernel, for sm_90: no spills."""
+    from hopper_compile import compile_for_hopper
+    types = {"q_ptr": "*bf16", "k_ptr": "*bf16", "pos_ptr": "*i64", "cache_ptr": "*fp32", "qo_ptr": "*bf16",
+             "ko_ptr": "*bf16"}
+    limit = seed.CONFIGS["max_fused_tile"]
+    compiles = []
+    for table in ("by_block_half", "prefill_by_block_half"):
+        cfg = seed.CONFIGS[table][64]
+        for heads_q, heads_k, tokens in ((8, 1, cfg["TOKENS"]), (limit // 64, 8, 1)):
+            compiles.append({"kernel": "_rotary_embedding_fused_kernel", "types": types, "aligned": list(types),
+                             "constexprs": dict(HALF=64, BLOCK_HALF=64, TOKENS=tokens, HEADS_Q=heads_q,
+                                                HEADS_K=heads_k, IS_NEOX=True),
+                             "num_warps": cfg["num_warps"], "num_stages": 1})
+    compiles.append({"kernel": "_rotary_embedding_kernel", "types": types, "aligned": list(types),
+                     "constexprs": dict(HALF=64, BLOCK_HALF=64, BLOCK_H=8, IS_NEOX=False), "num_warps": 4,
+                     "num_stages": 1})
+    for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
 
 
 def test_wrong_positions_pairing_or_shared_rows_fail(spec):

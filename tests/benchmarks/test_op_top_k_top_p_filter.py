@@ -170,12 +170,18 @@ def _split_config(seed, monkeypatch, splits, block, ways=16):
     monkeypatch.setitem(seed.CONFIGS, "SPLIT_WAYS", ways)
 
 
-def test_the_split_path_is_chosen_from_b_and_b64_keeps_one_program_per_row(seed, monkeypatch):
-    for B in (64, 256):
-        assert seed._split_chunks(B, 151936) is None
+def test_the_split_path_is_chosen_from_b_and_its_chunks_are_capped(seed, monkeypatch):
+    cfg = seed.CONFIGS
+    for B in (64, 256):                                            # the hot batches: programs // B chunks a row
+        n, ch = seed._split_chunks(B, 151936)
+        assert n * ch >= 151936 > (n - 1) * ch and n <= cfg["SPLIT_PROGRAMS"] // B
     n, ch = seed._split_chunks(2, 151936)
-    assert n * ch >= 151936 > (n - 1) * ch and ch % seed.CONFIGS["SPLIT_BLOCK_V"] == 0
-    assert n <= seed.CONFIGS["SPLIT_PROGRAMS"] // 2 and seed.CONFIGS["SPLIT_MAX_B"] < 64
+    assert n * ch >= 151936 > (n - 1) * ch and ch % cfg["SPLIT_BLOCK_V"] == 0
+    assert n <= cfg["SPLIT_MAX_CHUNKS"] < cfg["SPLIT_PROGRAMS"] // 2          # B = 2: the cap, not programs // B
+    monkeypatch.setitem(cfg, "SPLIT_MAX_CHUNKS", 0)
+    assert seed._split_chunks(2, 151936)[0] > cfg["SPLIT_PROGRAMS"] // 2 // 2  # uncapped: many more chunks
+    monkeypatch.setitem(cfg, "SPLIT_MAX_B", 32)
+    assert seed._split_chunks(64, 151936) is None                  # above SPLIT_MAX_B: one program per row
     assert seed._split_chunks(16, 129280)[0] >= 2
     assert seed._split_chunks(2, 300) is None                      # one tile: nothing to split
     monkeypatch.setitem(seed.CONFIGS, "SPLITS", 7)
@@ -261,12 +267,14 @@ def test_the_seed_variants_steer_the_split_path():
             chunks[name] = {B: module._split_chunks(B, 151936) for B in (1, 2, 16, 64, 256)}
         finally:
             module.CONFIGS = saved
-    assert all(c[256] is None for name, c in chunks.items() if name != "split_all_p1056")
-    assert all(v is None for v in chunks["one_program"].values())
-    for n in (16, 32, 64, 128):          # chunk lengths round up to whole tiles: at most n chunks
-        assert n // 2 < chunks[f"split{n}"][2][0] <= n and chunks[f"split{n}"][64] is None
-    assert chunks["split_to_b64"][64][0] >= 2 and chunks["split_to_b64"][256] is None
-    assert chunks["split_all_p1056"][256][0] >= 2
+    one_program = [name for name, c in chunks.items() if all(v is None for v in c.values())]
+    assert sorted(one_program) == ["bisect", "one_program", "ways32_b256", "ways4"]
+    for n in (16, 64):                   # chunk lengths round up to whole tiles: at most n chunks, at every B
+        assert all(n // 2 < chunks[f"split{n}"][B][0] <= n for B in (2, 64, 256))
+    old = chunks["split_b32_p264"]       # the split path as it was before session 9: B <= 32 only
+    assert old[64] is None and old[256] is None and old[2][0] > 64
+    assert chunks["split_uncapped"][2][0] > 2 * chunks["split_cap64"][2][0] and chunks["split_cap64"][2][0] <= 64
+    assert chunks["split_p2112"][256][0] == 2 * chunks["split_p528"][256][0] * 2
 
 
 @pytest.mark.interpreter

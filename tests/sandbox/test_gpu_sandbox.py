@@ -212,3 +212,19 @@ def test_ab_in_one_worker_gives_paired_rounds_for_both_kernels():
     import statistics
     for a, b in zip(series.a, series.b):
         assert 0.5 < statistics.median(a) / statistics.median(b) < 2.0
+
+
+def test_ab_kernels_load_their_own_sealed_caches_instead_of_compiling_again():
+    """Both kernels evaluated first (each source's directory sealed), then A/B'd: each kernel checks out
+    its own directory, so the A/B's first calls load what the evaluations compiled."""
+    from sandbox.session import Sandbox
+    from sandbox.settings import SandboxSettings
+    other = HONEST + "\n# the same kernel under another source text: its own cache directory\n"
+    with Sandbox(SandboxSettings(timeout_s=600.0, ab_rounds=8)) as sb:
+        assert sb(request(HONEST)).accepted and sb(request(other)).accepted
+        series = sb.measure_ab(request(HONEST, correctness=False), other)
+    assert series.error is None, series.error
+    for key in ("compile_cache", "compile_cache_b"):
+        assert "sealed cache of this source reused" in series.environment[key], series.environment
+    stages = dict(series.stage_times)
+    assert {"ab_rounds/inputs", "ab_rounds/warm_up", "ab_rounds/capture", "ab_rounds/rounds"} <= set(stages), stages

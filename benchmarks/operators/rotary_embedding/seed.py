@@ -1,25 +1,50 @@
-"""Seed rotary embedding: one launch rotates q and k, each program one token and a block of heads.
+"""Seed rotary embedding: one launch rotates q and k.
 
-Grid (T, query-head blocks + key-head blocks): a program first loads its token's cos/sin row once (the
-cache row is shared by every head of the token, so it comes from DRAM once and from L2 after), then rotates
-BLOCK_H heads of q or of k as [BLOCK_H, D/2] tiles of pair members a and b. IS_NEOX, a constexpr set from the
-call's neox argument, picks the pairing: rotate-half (a = i, b = i + D/2) or GPT-J interleaved (a = 2i,
-b = 2i + 1; strided loads of every other channel). Math in fp32, one rounding on the store. No host
-synchronization.
+Two code paths, picked per table entry by the constexpr-level switch FUSED:
+- FUSED=1 (the default): grid (T / TOKENS,). One program rotates TOKENS whole tokens, every query head and
+  every key head, as [TOKENS, heads, D/2] tiles (heads padded to a power of two and masked), so a token's
+  cos/sin row is loaded once for all of its heads. q and k are loaded before the cos/sin rows: those wait on
+  positions[t] (a dependent load), q and k do not, so their latency overlaps the positions load.
+- FUSED=0 (the earlier seed, variant `two_programs`): grid (T, query-head blocks + key-head blocks), a program
+  rotates BLOCK_H heads of q or of k. With a GQA model's Hk = 1 that is two programs a token, the key one doing
+  1/Hq of the work, and both reload the cos/sin row.
+Tokens up to CONFIGS["decode_max_t"] take the decode table (by_block_half), more the prefill table.
+IS_NEOX, a constexpr set from the call's neox argument, picks the pairing: rotate-half (a = i, b = i + D/2)
+or GPT-J interleaved (a = 2i, b = 2i + 1; strided loads of every other channel). Math in fp32, one rounding
+on the store. No host synchronization.
 """
 import torch
 import triton
 import triton.language as tl
 
-# Tunables, keyed by BLOCK_HALF (D/2 rounded up to a power of two; larger sizes use the largest key):
-# heads per program and warps. Each entry keeps about 8 elements of each half per thread.
+# Tunables, keyed by BLOCK_HALF (D/2 rounded up to a power of two; larger sizes use the largest key).
+# FUSED entries size TOKENS and num_warps so a thread holds about 8 elements of each half of q (one 16-byte
+# bf16 vector: D = 128, Hq = 8 is 512 elements a token). Decode (T <= 256, at most 2 programs per SM) is
+# latency-bound: one token a program, the most programs. Prefill (T = 8192 moves 42 MB, 8.7 us at 4.8 TB/s)
+# is bandwidth-bound: 4 tokens a program, 8 warps, 2048 programs (as qk_rms_norm's prefill winner, same heads).
+# BLOCK_H is the head block of FUSED=0 and of tokens whose heads do not fit max_fused_tile.
 CONFIGS = {
+    "decode_max_t": 256,
+    "max_fused_tile": 4096,     # a power of two: fused only while TOKENS * padded heads * BLOCK_HALF fits
     "by_block_half": {
-        32: {"BLOCK_H": 16, "num_warps": 2},
-        64: {"BLOCK_H": 16, "num_warps": 4},
-        128: {"BLOCK_H": 8, "num_warps": 4},
+        32: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 1, "TOKENS": 1},
+        64: {"BLOCK_H": 16, "num_warps": 4, "FUSED": 1, "TOKENS": 1},
+        128: {"BLOCK_H": 8, "num_warps": 4, "FUSED": 1, "TOKENS": 1},
+    },
+    "prefill_by_block_half": {
+        32: {"BLOCK_H": 16, "num_warps": 4, "FUSED": 1, "TOKENS": 4},
+        64: {"BLOCK_H": 16, "num_warps": 8, "FUSED": 1, "TOKENS": 4},
+        128: {"BLOCK_H": 8, "num_warps": 8, "FUSED": 1, "TOKENS": 2},
     },
 }
+SEARCH_SPACE = {"FUSED": [0, 1], "TOKENS": [1, 2, 4, 8]}
+
+
+@triton.jit
+def _pair_cols(i, HALF: tl.constexpr, IS_NEOX: tl.constexpr):
+    if IS_NEOX:
+        return i, i + HALF
+    return 2 * i, 2 * i + 1
 
 
 @triton.jit
@@ -27,12 +52,7 @@ def _rotate_heads(x_row, o_row, head0, H, c, s, i, i_mask, HEAD: tl.constexpr, H
                   BLOCK_H: tl.constexpr, IS_NEOX: tl.constexpr):
     heads = head0 + tl.arange(0, BLOCK_H)
     mask = (heads < H)[:, None] & i_mask[None, :]
-    if IS_NEOX:
-        col_a = i
-        col_b = i + HALF
-    else:
-        col_a = 2 * i
-        col_b = 2 * i + 1
+    col_a, col_b = _pair_cols(i, HALF, IS_NEOX)
     base = heads[:, None] * HEAD
     xa = tl.load(x_row + base + col_a[None, :], mask=mask, other=0.0).to(tl.float32)
     xb = tl.load(x_row + base + col_b[None, :], mask=mask, other=0.0).to(tl.float32)
@@ -63,8 +83,54 @@ def _rotary_embedding_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_ptr, H
                       i_mask, 2 * HALF, HALF, BLOCK_H, IS_NEOX)
 
 
-def _config(block_half: int) -> dict:
-    table = CONFIGS["by_block_half"]
+@triton.jit
+def _token_tile(tok, t_mask, H, i, i_mask, HEAD: tl.constexpr, HALF: tl.constexpr, HEADS: tl.constexpr,
+                IS_NEOX: tl.constexpr):
+    """Offsets (within a token row) of pair members a and b of [TOKENS, HEADS, BLOCK_HALF], and its mask."""
+    heads = tl.arange(0, HEADS)
+    mask = t_mask[:, None, None] & (heads < H)[None, :, None] & i_mask[None, None, :]
+    col_a, col_b = _pair_cols(i, HALF, IS_NEOX)
+    base = (heads * HEAD)[None, :, None]
+    return base + col_a[None, None, :], base + col_b[None, None, :], mask
+
+
+@triton.jit
+def _rotate_store(o_ptr, tok, stride_o, off_a, off_b, mask, xa, xb, c, s):
+    row = o_ptr + (tok * stride_o)[:, None, None]
+    tl.store(row + off_a, (xa * c - xb * s).to(o_ptr.dtype.element_ty), mask=mask)
+    tl.store(row + off_b, (xb * c + xa * s).to(o_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rotary_embedding_fused_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_ptr, T, HQ, HK,
+                                   stride_q, stride_k, stride_cache, stride_qo, stride_ko,
+                                   HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, TOKENS: tl.constexpr,
+                                   HEADS_Q: tl.constexpr, HEADS_K: tl.constexpr, IS_NEOX: tl.constexpr):
+    tok = (tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)).to(tl.int64)
+    t_mask = tok < T
+    pos = tl.load(pos_ptr + tok, mask=t_mask, other=0)
+    i = tl.arange(0, BLOCK_HALF)
+    i_mask = i < HALF
+    # q and k first: their addresses do not wait on pos (x is streamed once: evict_first)
+    qa_off, qb_off, q_mask = _token_tile(tok, t_mask, HQ, i, i_mask, 2 * HALF, HALF, HEADS_Q, IS_NEOX)
+    q_row = q_ptr + (tok * stride_q)[:, None, None]
+    qa = tl.load(q_row + qa_off, mask=q_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    qb = tl.load(q_row + qb_off, mask=q_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    ka_off, kb_off, k_mask = _token_tile(tok, t_mask, HK, i, i_mask, 2 * HALF, HALF, HEADS_K, IS_NEOX)
+    k_row = k_ptr + (tok * stride_k)[:, None, None]
+    ka = tl.load(k_row + ka_off, mask=k_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    kb = tl.load(k_row + kb_off, mask=k_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    # one cos/sin row per token, broadcast over its heads
+    cs_mask = t_mask[:, None] & i_mask[None, :]
+    cache_row = cache_ptr + (pos.to(tl.int64) * stride_cache)[:, None] + i[None, :]
+    c = tl.load(cache_row, mask=cs_mask, other=0.0)[:, None, :]
+    s = tl.load(cache_row + HALF, mask=cs_mask, other=0.0)[:, None, :]
+    _rotate_store(qo_ptr, tok, stride_qo, qa_off, qb_off, q_mask, qa, qb, c, s)
+    _rotate_store(ko_ptr, tok, stride_ko, ka_off, kb_off, k_mask, ka, kb, c, s)
+
+
+def _config(T: int, block_half: int) -> dict:
+    table = CONFIGS["by_block_half"] if T <= CONFIGS["decode_max_t"] else CONFIGS["prefill_by_block_half"]
     fitting = [key for key in sorted(table) if key >= block_half]
     return table[fitting[0] if fitting else max(table)]
 
@@ -88,12 +154,20 @@ def rotary_embedding(q, k, positions, cos_sin_cache, neox=True):
         return q_out, k_out
     HQ, HK, half = q.shape[1] // D, k.shape[1] // D, D // 2
     block_half = triton.next_power_of_2(half)
-    cfg = _config(block_half)
+    cfg = _config(T, block_half)
+    strides = (q.stride(0), k.stride(0), cos_sin_cache.stride(0), q_out.stride(0), k_out.stride(0))
+    heads_q, heads_k = triton.next_power_of_2(HQ), triton.next_power_of_2(HK)
+    token_tile = max(heads_q, heads_k) * block_half
+    if cfg["FUSED"] and token_tile <= CONFIGS["max_fused_tile"]:
+        tokens = min(cfg["TOKENS"], triton.next_power_of_2(T), CONFIGS["max_fused_tile"] // token_tile)
+        _rotary_embedding_fused_kernel[(triton.cdiv(T, tokens),)](
+            q, k, positions, cos_sin_cache, q_out, k_out, T, HQ, HK, *strides, HALF=half, BLOCK_HALF=block_half,
+            TOKENS=tokens, HEADS_Q=heads_q, HEADS_K=heads_k, IS_NEOX=bool(neox), num_warps=cfg["num_warps"])
+        return q_out, k_out
     block_h = min(cfg["BLOCK_H"], triton.next_power_of_2(max(HQ, HK)))
     q_blocks = triton.cdiv(HQ, block_h)
     grid = (T, q_blocks + triton.cdiv(HK, block_h))
-    _rotary_embedding_kernel[grid](q, k, positions, cos_sin_cache, q_out, k_out, HQ, HK, q_blocks,
-                                   q.stride(0), k.stride(0), cos_sin_cache.stride(0), q_out.stride(0),
-                                   k_out.stride(0), HALF=half, BLOCK_HALF=block_half, BLOCK_H=block_h,
-                                   IS_NEOX=bool(neox), num_warps=cfg["num_warps"])
+    _rotary_embedding_kernel[grid](q, k, positions, cos_sin_cache, q_out, k_out, HQ, HK, q_blocks, *strides,
+                                   HALF=half, BLOCK_HALF=block_half, BLOCK_H=block_h, IS_NEOX=bool(neox),
+                                   num_warps=cfg["num_warps"])
     return q_out, k_out

@@ -11,8 +11,8 @@ bound by the latency of its passes (1.8 ms for ~70 passes over 129k logits on th
 0.66 ms), which is what fewer passes buy back. No host synchronization.
 
 Two paths, chosen per call from B (CONFIGS):
-- one program per row (B > SPLIT_MAX_B): the kernel above, BLOCK_V / num_warps / WAYS. At B >= 64 (every
-  B=64 and B=256 hot shape) this is the only path, 2-4x ahead of the sort.
+- one program per row (B > SPLIT_MAX_B, or a row too short to split): the kernel above, BLOCK_V / num_warps /
+  WAYS; a variant since every hot B took the split path (below).
 - split rows (B <= SPLIT_MAX_B): one program per row runs on B of the H200's 132 SMs only, and each pass
   counts BLOCK_V x WAYS compares a tile on one SM (B=2: 2.1-2.5 ms against the sort's 0.66-0.73). Each row
   is cut into N chunks of SPLIT_BLOCK_V-aligned length and the same search runs on a (B, N) grid, one launch
@@ -26,9 +26,9 @@ Two paths, chosen per call from B (CONFIGS):
   key interval is the whole float range, so no min/max pass), PASSES top-p (the first also finishes t_k
   and sums the chunk's softmax normalizer part: masses are counted unnormalized and divided by the
   summed normalizer when compared with p), one final pass that finishes t_p and writes its chunk:
-  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16. N = SPLITS, or when 0, SPLIT_PROGRAMS // B; the chunk
-  length is rounded up to SPLIT_BLOCK_V, so fewer chunks may remain (a row that fits one chunk takes the
-  one-program path). Top-k thresholds are exact either way (integer counts); top-p sums its fp32 masses in
+  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16. N = SPLITS, or when 0, SPLIT_PROGRAMS // B capped at
+  SPLIT_MAX_CHUNKS; the chunk length is rounded up to SPLIT_BLOCK_V, so fewer chunks may remain (a row that
+  fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p sums its fp32 masses in
   another order than the one-program kernel, which the contract allows: every nucleus boundary of the
   inputs has a margin of 1e-3 in probability mass.
 """
@@ -40,11 +40,14 @@ import triton.language as tl
 # warps on every hot shape on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md).
 CONFIGS = {
     "BLOCK_V": 1024, "num_warps": 8, "WAYS": 16,
-    # Split rows when B <= SPLIT_MAX_B (0: never). 32: below 64 rows one program per row leaves most SMs idle;
-    # B >= 64 keeps the one-program path measured above. Untimed on the GPU (seed variants measure it).
-    "SPLIT_MAX_B": 32,
-    # Chunks per row: SPLITS when > 0, else SPLIT_PROGRAMS // B (264: two programs per SM of the H200).
-    "SPLITS": 0, "SPLIT_PROGRAMS": 264,
+    # Split rows when B <= SPLIT_MAX_B (0: never). Every hot B splits: on the H200 (2026-12-02 session 9,
+    # benchmarks/results/new_ops_h200.md) the split path beat one program per row at B = 2 (73.6 against
+    # 2102 us), B = 64 (837 against 2544) and B = 256 (3232 against 4061).
+    "SPLIT_MAX_B": 1 << 30,
+    # Chunks per row: SPLITS when > 0, else SPLIT_PROGRAMS // B (1056: eight programs per SM of the H200),
+    # at most SPLIT_MAX_CHUNKS (0: no cap). The cap keeps B = 2 at the 132 chunks of 2 tiles it was timed at
+    # (528 one-tile chunks read 82-96 us there, the partials' sums outweigh the tiles).
+    "SPLITS": 0, "SPLIT_PROGRAMS": 1056, "SPLIT_MAX_CHUNKS": 132,
     # The split path's tile, warps and ways (its own: a chunk is a few tiles, so a pass costs about one launch
     # plus reading N x WAYS partials; more ways mean fewer launches but WAYS compares per logit each).
     "SPLIT_BLOCK_V": 512, "SPLIT_num_warps": 4, "SPLIT_WAYS": 16,
@@ -308,6 +311,8 @@ def _split_chunks(B: int, V: int) -> tuple[int, int] | None:
     if B > CONFIGS["SPLIT_MAX_B"]:
         return None
     n = CONFIGS["SPLITS"] or max(1, CONFIGS["SPLIT_PROGRAMS"] // B)
+    if not CONFIGS["SPLITS"] and CONFIGS["SPLIT_MAX_CHUNKS"] > 0:
+        n = min(n, CONFIGS["SPLIT_MAX_CHUNKS"])
     block = CONFIGS["SPLIT_BLOCK_V"]
     ch = -(-(-(-V // n)) // block) * block         # ceil(V / n) rounded up to a whole tile
     n = -(-V // ch)
