@@ -38,6 +38,8 @@ def run_kernels(home: Path, run_id: str | None) -> tuple[str, object, str, str]:
         start = R.RunStart.from_json(audit.records(run_id=run_id, kind="run_start")[0].body)
         if not start.seed_source_sha256:
             raise SystemExit(f"run {run_id} was written from the reference (--from-reference): it has no seed")
+        if not ended[run_id].get("incumbent_sha256"):
+            raise SystemExit(f"run {run_id} ended with no incumbent kernel ({ended[run_id].get('reason')})")
         seed = audit.source(start.seed_source_sha256)
         final = audit.source(ended[run_id]["incumbent_sha256"])
     finally:

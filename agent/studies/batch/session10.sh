@@ -18,6 +18,8 @@ AKA_HOME=/tmp/res/opt_moe/home step opt_moe 420 python3 -m agent.cli optimize --
 step svf_moe 150 python3 -m agent.studies.seed_vs_final /tmp/res/opt_moe/home --out /tmp/res/svf_moe/out.json
 # issue 12: h200.md afresh (its rms_norm rows are on the hot set before session 4's re-weighting)
 PYTHONPATH=/tmp/site:$PWD step base 240 python3 agent/studies/measure_baselines.py --out /tmp/res/base/out/h200.md --max-minutes 3
+# issue 12's "decode within 1.5x of the floor": how long a device copy of each decode shape's bytes takes
+step copy_floor 90 python3 -m agent.studies.copy_floor --out /tmp/res/copy_floor/out.json
 PYTHONPATH=/tmp/site:$PWD step ops15_d 220 python3 -m agent.studies.measure_new_ops --out /tmp/res/ops15_d/out --ops rotary_embedding,top_k_top_p_filter,causal_conv1d_update --max-shapes 0 --variants --jobs 10
 AKA_HOME=/tmp/res/opt_gemm/home step opt_gemm 400 python3 -m agent.cli optimize --op gemm --shape-set hot --gpu-minutes 5 --iterations 400 $AHEAD
 step svf_gemm 150 python3 -m agent.studies.seed_vs_final /tmp/res/opt_gemm/home --out /tmp/res/svf_gemm/out.json

@@ -1,0 +1,86 @@
+"""How fast can anything move a decode shape's bytes? A device copy of the same bytes, timed as candidates are.
+
+    python -m agent.studies.copy_floor --out OUT.json [--ops silu_and_mul,rms_norm] [--max-t 256] [--dry-run]
+
+Issue 12 asks silu_and_mul's decode shapes (T <= 256) to run within 1.5x of the latency floor (the empty
+kernel, ~1.3 us on the H200). Memory-bound kernels of a few MB cannot beat the time it takes to move their
+bytes from cold HBM, and the roofline's bandwidth term assumes the full 4.8 TB/s, which a transfer of a few MB
+does not reach. Here each such shape's bytes Q (the operator's work model) are moved by torch's device copy,
+Q/2 read and Q/2 written, timed by the sandbox's own timer (CUDA-graph replay, L2 flushed before every call, 4
+input sets rotated, median), beside the floor kernel in the same process. A shape whose copy already takes
+longer than 1.5x the floor cannot meet that bound with any kernel that reads its inputs and writes its output.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DEFAULT_OPS = ("silu_and_mul", "rms_norm")
+BOUND = 1.5            # issue 12: decode shapes within 1.5x of the latency floor
+INPUT_SETS = 4
+
+
+def plan(ops, max_t: int) -> list[dict]:
+    """The decode-size hot shapes (the token dimension T <= max_t) of `ops` and their bytes moved."""
+    from benchmarks.registry import load_operator
+    rows = []
+    for op in ops:
+        spec = load_operator(op)
+        for shape in spec.select("hot"):
+            dims = dict(shape.dims)
+            tokens = dims.get("T", dims.get("B"))
+            if tokens is None or int(tokens) > max_t:
+                continue
+            q_bytes = float(spec.work(shape)[1])
+            rows.append({"op": op, "shape": shape.id, "dims": dims, "bytes": q_bytes})
+    return rows
+
+
+def time_copies(rows: list[dict]) -> float:
+    """Fill each row's copy_us; returns the latency floor in us (same process, same timer)."""
+    import torch
+
+    from benchmarks.gpu_timer import measure_floor_s
+    from sandbox.timing import time_call
+    floor_us = measure_floor_s() * 1e6
+    for row in rows:
+        n = max(16, int(row["bytes"] // 2) // 16 * 16)          # bytes read = bytes written = Q/2, 16-aligned
+        sets = [{"src": torch.randn(n // 4, device="cuda"), "dst": torch.empty(n // 4, device="cuda")}
+                for _ in range(INPUT_SETS)]
+        res = time_call(lambda inputs: inputs["dst"].copy_(inputs["src"]), sets)
+        row["copy_us"], row["mode"] = res.t_s * 1e6, res.mode
+        del sets
+    return floor_us
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--ops", default=",".join(DEFAULT_OPS))
+    ap.add_argument("--max-t", type=int, default=256, help="decode shapes: token dimension at most this")
+    ap.add_argument("--dry-run", action="store_true", help="list the shapes and their bytes; time nothing")
+    args = ap.parse_args(argv)
+    rows = plan([o for o in args.ops.split(",") if o], args.max_t)
+    if not rows:
+        raise SystemExit(f"no hot shape of {args.ops} has T <= {args.max_t}")
+    floor_us = None
+    if not args.dry_run:
+        floor_us = time_copies(rows)
+        for row in rows:
+            row["copy_over_floor"] = row["copy_us"] / floor_us
+            row["copy_within_bound"] = row["copy_us"] <= BOUND * floor_us
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"floor_us": floor_us, "bound": BOUND, "rows": rows}, indent=1))
+    print(f"latency floor {floor_us:.2f} us, bound {BOUND}x = {BOUND * floor_us:.2f} us" if floor_us else
+          "dry run: nothing timed")
+    for row in rows:
+        timed = (f" copy {row['copy_us']:.2f} us = {row['copy_over_floor']:.2f}x floor "
+                 f"({'within' if row['copy_within_bound'] else 'beyond'} {BOUND}x)") if floor_us else ""
+        print(f"{row['op']:14} {row['shape']:14} {row['bytes'] / 1e6:8.3f} MB{timed}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""agent/studies/copy_floor.py on the CPU (--dry-run): which shapes it would time and the bytes each moves.
+(The copies themselves are timed on the GPU.)"""
+import json
+
+import pytest
+
+from agent.studies import copy_floor
+from benchmarks.registry import load_operator
+
+
+def test_the_plan_is_the_decode_hot_shapes_with_the_work_models_bytes(tmp_path):
+    out = tmp_path / "cf.json"
+    assert copy_floor.main(["--out", str(out), "--ops", "silu_and_mul", "--max-t", "64", "--dry-run"]) == 0
+    data = json.loads(out.read_text())
+    spec = load_operator("silu_and_mul")
+    hot = {s.id: s for s in spec.select("hot")}
+    want = sorted(i for i, s in hot.items() if dict(s.dims)["T"] <= 64)
+    assert want and sorted(r["shape"] for r in data["rows"]) == want
+    assert len(want) < len(hot)                       # the larger T of the hot set are left out
+    for r in data["rows"]:
+        assert r["bytes"] == pytest.approx(spec.work(hot[r["shape"]])[1])
+    assert data["floor_us"] is None and "copy_us" not in data["rows"][0]
+
+
+def test_no_shape_below_the_bound_is_an_error_that_says_so(tmp_path):
+    with pytest.raises(SystemExit, match="T <= 0"):
+        copy_floor.main(["--out", str(tmp_path / "cf.json"), "--ops", "rms_norm", "--max-t", "0", "--dry-run"])
