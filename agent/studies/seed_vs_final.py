@@ -61,9 +61,9 @@ def per_shape(series, shapes, hardware, op: str) -> list[dict]:
         s = by_id[shape_id]
         t_roof = roofline(*spec.work(s), hardware).t_roof_s
         t_a, t_b = statistics.median(series.a[k]), statistics.median(series.b[k])
+        attain = [score_shape(shape_id, s.weight, t, t_roof, floor).attainment for t in (t_a, t_b)]
         rows.append({"id": shape_id, "weight": s.weight, "seed_us": t_a * 1e6, "final_us": t_b * 1e6,
-                     "speedup": t_a / t_b, "attain_seed": score_shape(shape_id, s.weight, t_a, t_roof, floor).attainment,
-                     "attain_final": score_shape(shape_id, s.weight, t_b, t_roof, floor).attainment})
+                     "speedup": t_a / t_b, "attain_seed": attain[0], "attain_final": attain[1]})
     return rows
 
 

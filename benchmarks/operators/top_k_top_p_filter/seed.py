@@ -28,9 +28,9 @@ Two paths, chosen per call from B (CONFIGS):
   summed normalizer when compared with p), one final pass that finishes t_p and writes its chunk:
   2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16. N = SPLITS, or when 0, SPLIT_PROGRAMS // B capped at
   SPLIT_MAX_CHUNKS; the chunk length is rounded up to SPLIT_BLOCK_V, so fewer chunks may remain (a row that
-  fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p sums its fp32 masses in
-  another order than the one-program kernel, which the contract allows: every nucleus boundary of the
-  inputs has a margin of 1e-3 in probability mass.
+  fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p
+  sums its fp32 masses in another order than the one-program kernel, which the contract allows: every
+  nucleus boundary of the inputs has a margin of 1e-3 in probability mass.
 """
 import torch
 import triton
