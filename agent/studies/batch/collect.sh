@@ -5,6 +5,7 @@ limit=${1:-560}; t0=$(date +%s)
 while [ $(( $(date +%s)-t0 )) -lt $limit ] && [ ! -e /tmp/res/all.done ]; do sleep 5; done
 cat /tmp/res/gpu.txt /tmp/res/steps.txt 2>/dev/null
 for f in /tmp/res/*.done; do
+  [ -e "$f" ] || continue          # no step done yet: the glob stayed a pattern
   n=$(basename $f .done); [ "$n" = all ] && continue
   [ -e /tmp/res/$n.copied ] && continue
   cp /tmp/res/$n.tgz $OUT/ && touch /tmp/res/$n.copied
