@@ -43,6 +43,7 @@ def _baseline_names(text: str | None) -> tuple[str, ...] | None:
                      f"(e.g. --baselines eager,compile)")
     return tuple(dict.fromkeys(names))
 
+
 def contract_for(spec, shapes) -> "OperatorContract":
     """What a proposer is told of the operator: never a hold-out shape (they are drawn per evaluation)."""
     from agent.types import OperatorContract

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 import os
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from sandbox import correctness as cx
@@ -26,6 +25,7 @@ from sandbox.compile_cache import CompileCache
 from sandbox.conversation import Conversation
 from sandbox.correctness import HarnessError, Rejected
 from sandbox.prestart import WorkerPool
+from sandbox.stage_times import StageClock
 from sandbox.verdict import EvalResult
 
 AB_INPUT_SETS = 4
@@ -127,18 +127,19 @@ def on_ab_time(worker, msg: dict) -> None:
     """The worker's "ab_time" handler: both loaded kernels, one shape, `rounds` interleaved rounds."""
     from benchmarks import gpu_timer
     torch = worker.torch
-    clock = _Clock()
+    clock = StageClock()       # seconds per step of this shape, summed by the parent as ab_rounds/<step>
     fns = [_with_cache(_guarded(fn), folder) for fn, folder in zip((worker.fn, worker.fn_b), worker.cache_dirs)]
-    with clock("inputs"):
+    with clock.stage("inputs"):
         sets = [worker.make_inputs(msg["dims"], msg["dtype"], s) for s in msg["seeds"]]
         flush = gpu_timer.make_flush_buffer()
     try:
-        with clock("warm_up"):      # the first calls: each kernel's specializations load from its cache here
+        with clock.stage("warm_up"):   # the first calls: each kernel's specializations load from its cache here
             for fn in fns:
                 gpu_timer.warm_up(fn, sets, 5)
                 gpu_timer.reject_host_sync(fn, sets[0])
     except gpu_timer.GraphCaptureError as e:
-        worker.reply({"kind": "ab_timing", "error": f"cannot time in a CUDA graph: {e}", "stage_s": clock.s})
+        worker.reply({"kind": "ab_timing", "error": f"cannot time in a CUDA graph: {e}",
+                      "stage_s": dict(clock.freeze())})
         return
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -159,11 +160,11 @@ def on_ab_time(worker, msg: dict) -> None:
             gpu_timer.write_flush(flush)
 
     try:
-        with clock("capture"):
+        with clock.stage("capture"):
             graphs = [gpu_timer.capture(body(fn)) for fn in fns]
             empty = gpu_timer.capture(flush_only)
     except gpu_timer.GraphCaptureError as e:
-        worker.reply({"kind": "ab_timing", "error": str(e), "stage_s": clock.s})
+        worker.reply({"kind": "ab_timing", "error": str(e), "stage_s": dict(clock.freeze())})
         return
     times: list[list[float]] = [[], []]
     t_rounds = time.monotonic()
@@ -182,24 +183,9 @@ def on_ab_time(worker, msg: dict) -> None:
             with_s = events[2 * j].elapsed_time(events[2 * j + 1]) / 1e3
             without_s = events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3
             times[k].append((with_s - without_s) / calls)
-    clock.s["rounds"] = time.monotonic() - t_rounds
-    worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls, "stage_s": clock.s})
-
-
-class _Clock:
-    """Seconds per named step of one shape's A/B in the worker; the parent adds them up over the shapes as
-    ab_rounds/<step> (so a slow A/B says whether it waited on inputs, first calls, capture or the rounds)."""
-
-    def __init__(self):
-        self.s: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str):
-        t0 = time.monotonic()
-        try:
-            yield
-        finally:
-            self.s[name] = self.s.get(name, 0.0) + time.monotonic() - t0
+    clock.add("rounds", time.monotonic() - t_rounds)
+    worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls,
+                  "stage_s": dict(clock.freeze())})
 
 
 def _with_cache(fn, folder: str | None):

@@ -18,12 +18,13 @@ from typing import Iterable, Iterator
 
 # The order `aka bench -v` prints (stages not listed here follow in the order they ran).
 ORDER = ("worker_start", "imports", "cuda_init", "profiler_init", "digest_compile", "worker_wait", "setup", "lint",
-         "compile.first_run", "compile.gate", "compile.pipe", "compile_ahead", "references", "correctness", "holdouts", "dsl", "floor",
-         "timing.inputs", "timing.graph", "timing.eager", "recheck", "counters", "remeasure", "teardown")
+         "compile.first_run", "compile.gate", "compile.pipe", "compile_ahead", "references", "correctness", "holdouts",
+         "dsl", "floor", "timing.inputs", "timing.graph", "timing.eager", "recheck", "counters", "remeasure", "teardown")
 
 
 class StageClock:
-    """Accumulates seconds per stage during one evaluation (parent side; not thread-safe)."""
+    """Accumulates seconds per stage during one evaluation (parent side, and the A/B worker's steps of a
+    shape; not thread-safe)."""
 
     def __init__(self) -> None:
         self._s: dict[str, float] = {}

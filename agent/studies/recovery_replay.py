@@ -43,8 +43,9 @@ class TableScorer:
         spec, hw = load_operator("fused_moe"), load_hardware("h200")
         floor_s = table.get("floor_s") if floor_s is None else floor_s
         self.shapes = [s for s in shapes if s.id in table["shapes"]]
-        self.t_ref_us = {s.id: max(roofline(*spec.work(s), hw).t_roof_s, floor_s or 0.0) * 1e6 for s in self.shapes}
-        self.bound = {s.id: roofline(*spec.work(s), hw).bound for s in self.shapes}
+        roofs = {s.id: roofline(*spec.work(s), hw) for s in self.shapes}
+        self.t_ref_us = {i: max(r.t_roof_s, floor_s or 0.0) * 1e6 for i, r in roofs.items()}
+        self.bound = {i: r.bound for i, r in roofs.items()}
         self.rows = {s.id: dict(s.dims)["T"] * dict(s.dims)["k"] / dict(s.dims)["E"] for s in self.shapes}
         self.t_us = {}
         for row in table["table"].values():

@@ -310,12 +310,14 @@ def _split_chunks(B: int, V: int) -> tuple[int, int] | None:
     """(N chunks, chunk length) of the split path for a [B, V] call, or None for one program per row."""
     if B > CONFIGS["SPLIT_MAX_B"]:
         return None
-    n = CONFIGS["SPLITS"] or max(1, CONFIGS["SPLIT_PROGRAMS"] // B)
-    if not CONFIGS["SPLITS"] and CONFIGS["SPLIT_MAX_CHUNKS"] > 0:
-        n = min(n, CONFIGS["SPLIT_MAX_CHUNKS"])
-    block = CONFIGS["SPLIT_BLOCK_V"]
-    ch = -(-(-(-V // n)) // block) * block         # ceil(V / n) rounded up to a whole tile
-    n = -(-V // ch)
+    if CONFIGS["SPLITS"]:
+        n = CONFIGS["SPLITS"]
+    else:
+        n = max(1, CONFIGS["SPLIT_PROGRAMS"] // B)
+        if CONFIGS["SPLIT_MAX_CHUNKS"] > 0:
+            n = min(n, CONFIGS["SPLIT_MAX_CHUNKS"])
+    ch = triton.cdiv(triton.cdiv(V, n), CONFIGS["SPLIT_BLOCK_V"]) * CONFIGS["SPLIT_BLOCK_V"]   # whole tiles
+    n = triton.cdiv(V, ch)
     return (n, ch) if n >= 2 else None
 
 
