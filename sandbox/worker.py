@@ -399,7 +399,7 @@ class Worker:
         t_inputs = time.monotonic() - t0
         kept: dict = {}
         sets = [self.prepare(s) for s in sets]    # a library baseline's own input form (identity otherwise)
-        res = time_call(self._wrapped(), sets, keep=kept, **kwargs)
+        res = time_call(self._wrapped(), sets, keep=kept, eager=bool(msg.get("eager", True)), **kwargs)
         header = {"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
                   "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),
                   "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}}

@@ -183,6 +183,15 @@ def test_counters_are_recorded_or_say_why_not():
         assert res.counters.get("reason")
 
 
+def test_a_timing_only_evaluation_skips_eager_timing_and_a_full_one_keeps_it():
+    timing_only = evaluate(request(HONEST, correctness=False))
+    full = evaluate(request(HONEST))
+    assert timing_only.accepted and full.accepted, (timing_only.reasons, full.reasons)
+    for row in timing_only.visible_shapes():
+        assert row.timing_mode == "graph" and row.t_us > 0 and row.t_eager_us is None
+    assert all(row.t_eager_us > 0 for row in full.visible_shapes())
+
+
 def test_a_run_sandbox_times_every_stage_and_reuses_the_sealed_cache():
     from sandbox.session import Sandbox
     from sandbox.settings import SandboxSettings

@@ -64,8 +64,13 @@ def test_summarize_falls_back_to_eager_with_the_reason():
     r = timing.summarize(None, [4e-6, 5e-6, 9e-6], "CUDA graph capture failed (...)")
     assert r.t_graph_s is None and r.mode == "eager" and r.t_s == pytest.approx(5e-6)
     assert r.samples == 3 and r.graph_error.startswith("CUDA graph capture failed")
-    with pytest.raises(ValueError, match="no eager samples"):
-        timing.summarize([1e-6], [], None)
+    with pytest.raises(ValueError, match="no eager samples and no graph samples"):
+        timing.summarize(None, [], "CUDA graph capture failed (...)")
+
+
+def test_summarize_without_eager_samples_scores_the_graph_and_reports_no_eager_time():
+    r = timing.summarize([1e-6, 3e-6], [], None)       # time_call(eager=False) with a captured graph
+    assert r.t_eager_s is None and r.mode == "graph" and r.t_s == pytest.approx(2e-6) and r.samples == 2
 
 
 def test_time_call_refuses_no_input_sets_before_touching_the_gpu():
