@@ -175,6 +175,7 @@ class Loop:
         self.gave_up = False
         self._timed_for: str | None = None         # the incumbent whose timing-only score _timed_score is
         self._timed_score: float | None = None
+        self._confirmed: dict[str, float] = {}     # sha -> score of its fresh-process confirmation (timing only)
         self._round_gpu: list[float] = []           # GPU seconds of each round of this session (the forecast)
 
     @property
@@ -281,11 +282,15 @@ class Loop:
 
     def _incumbent_timed(self, it: int) -> float | None:
         """The incumbent's score from a timing-only evaluation like the candidates' (like against like),
-        measured once per incumbent."""
+        measured once per incumbent; an accepted winner's is its fresh-process confirmation's."""
         st = self.st
         if self._timed_for != st.incumbent_sha:
-            res, _ = self._evaluate(st.incumbent_source, st.incumbent_sha, "screen_incumbent", it, full=False)
-            self._timed_for, self._timed_score = st.incumbent_sha, (self.score(res) if res.accepted else None)
+            if st.incumbent_sha in self._confirmed:   # its confirmation was such an evaluation: no second one
+                score = self._confirmed[st.incumbent_sha]
+            else:
+                res, _ = self._evaluate(st.incumbent_source, st.incumbent_sha, "screen_incumbent", it, full=False)
+                score = self.score(res) if res.accepted else None
+            self._timed_for, self._timed_score = st.incumbent_sha, score
         return self._timed_score
 
     def _round_size(self) -> int:
@@ -519,8 +524,12 @@ class Loop:
                                            self.cfg.acceptance)
             if decision.accept:
                 fresh, _ = self._evaluate(source, sha, "ab_confirm", it, False, 1, private=True)
-                decision = confirm_decision(decision, self.score(fresh) if fresh.accepted else None,
-                                            self.cfg.acceptance.screen_margin)
+                confirmed = self.score(fresh) if fresh.accepted else None
+                decision = confirm_decision(decision, confirmed, self.cfg.acceptance.screen_margin)
+                if decision.accept and confirmed is not None:
+                    # a timing-only evaluation in a fresh process, as the screens' bar is: if the winner becomes
+                    # the incumbent, its screens compare with this score (each re-timing took 2-3 s of fused_moe)
+                    self._confirmed[sha] = confirmed
             return decision
         repeats = max(1, self.cfg.acceptance.repeats)
         self._show(it, f"A/B x{repeats}")

@@ -1,6 +1,7 @@
 """The A/B acceptance rule on synthetic sample lists (agent/acceptance.py states the rule)."""
 import math
 import random
+import re
 
 import pytest
 
@@ -255,14 +256,11 @@ def test_one_worker_decision_scores_rounds_with_the_rooflines_of_the_run():
     assert not broken.accept and "boom" in broken.reason
 
 
-@pytest.mark.interpreter
-def test_the_loop_decides_on_the_one_worker_ab_and_confirms_in_a_fresh_process(tmp_path):
-    """The real sandbox for every verdict (interpreter), the loop tests' timing model for attainment, and an
-    A/B series built from that model: the faster candidate wins its paired test and its confirmation (a fresh
-    timing-only evaluation is recorded), the slower one loses its paired test (the screen is off)."""
-    from test_loop import RecordingProposer, ScoredSandbox, config, make_candidates, make_loop, rows_attainment
+def _one_worker_scored_sandbox():
+    """The loop tests' ScoredSandbox (the real sandbox under the interpreter for every verdict, a timing model
+    for attainment) with a one-worker A/B whose series follows that model."""
+    from test_loop import ScoredSandbox, rows_attainment
 
-    from agent.budget import BudgetLimits
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
     from sandbox.ab import ABSeries
@@ -282,9 +280,21 @@ def test_the_loop_decides_on_the_one_worker_ab_and_confirms_in_a_fresh_process(t
                                    for s in req.shapes))
             return ABSeries(tuple(s.id for s in req.shapes), times[0], times[1], ROUNDS, floor_s=1e-12)
 
+    return OneWorkerScoredSandbox()
+
+
+@pytest.mark.interpreter
+def test_the_loop_decides_on_the_one_worker_ab_and_confirms_in_a_fresh_process(tmp_path):
+    """The real sandbox for every verdict (interpreter), the loop tests' timing model for attainment, and an
+    A/B series built from that model: the faster candidate wins its paired test and its confirmation (a fresh
+    timing-only evaluation is recorded), the slower one loses its paired test (the screen is off)."""
+    from test_loop import RecordingProposer, config, make_candidates, make_loop
+
+    from agent.budget import BudgetLimits
+
     c = make_candidates(tmp_path / "cands")
     proposer = RecordingProposer([str(c["faster.py"]), str(c["slower.py"])])
-    sandbox = OneWorkerScoredSandbox()
+    sandbox = _one_worker_scored_sandbox()
     loop, audit = make_loop(tmp_path, proposer, cfg=config(tmp_path, "acceptance.screen=false"), evaluate=sandbox,
                             limits=BudgetLimits(iterations=2))
     loop.run()
@@ -295,3 +305,27 @@ def test_the_loop_decides_on_the_one_worker_ab_and_confirms_in_a_fresh_process(t
     roles = [r.body["role"] for r in audit.records("run-1", "evaluation")]
     assert roles.count("ab_confirm") == 1 and "ab_incumbent" not in roles
     assert len(sandbox.ab_calls) == 2 and not any(req.correctness for req, _ in sandbox.ab_calls)
+
+
+@pytest.mark.interpreter
+def test_the_winners_confirmation_is_the_bar_of_the_next_timed_screens(tmp_path):
+    """Timing first: the seed is timed alone once for the screens' bar; after the faster candidate wins, its
+    fresh-process confirmation (a timing-only evaluation, as the bar is) becomes the bar, so the new incumbent
+    is not timed alone a second time, and the slower candidate is screened out against that score."""
+    from test_loop import RecordingProposer, config, make_candidates, make_loop
+
+    from agent.budget import BudgetLimits
+
+    c = make_candidates(tmp_path / "cands")
+    proposer = RecordingProposer([str(c["faster.py"]), str(c["slower.py"])])
+    loop, audit = make_loop(tmp_path, proposer, cfg=config(tmp_path, "acceptance.timing_first=always"),
+                            evaluate=_one_worker_scored_sandbox(), limits=BudgetLimits(iterations=2))
+    loop.run()
+    evaluations = [r.body for r in audit.records("run-1", "evaluation")]
+    roles = [e["role"] for e in evaluations]
+    assert roles.count("screen_incumbent") == 1 and roles.count("screen") == 2 and roles.count("ab_confirm") == 1
+    decisions = [r.body["decision"] for r in audit.records("run-1", "iteration")][1:]
+    assert decisions[0]["accept"] and "confirmed in a fresh process" in decisions[0]["reason"]
+    assert decisions[1]["rule"] == "timed-screen" and not decisions[1]["accept"]
+    confirmed = re.search(r"confirmed in a fresh process \((\d\.\d+) ", decisions[0]["reason"]).group(1)
+    assert f"(incumbent {confirmed} " in decisions[1]["reason"], (decisions[0]["reason"], decisions[1]["reason"])
