@@ -1,8 +1,9 @@
 # A batch prepared at the end of session 10 for the next session's device time (adapt before running;
 # session10.sh is the batch as run). Issue 9's last open item first: the fused_moe recovery reached 0.78 of the
 # tuned seed in session 10, its budget spent one acceptance before the move the CPU replay makes next (BLOCK_M
-# 64 -> 16); timing-only evaluations no longer time eager launches (14% of a screen), which this run measures.
-# Before it, the GPU test of that change. After it, issue 15's rotary variants again only if the defaults change.
+# 64 -> 16). Since then timing-only evaluations no longer time eager launches (14% of a screen) and a winner's
+# confirmation is the next screens' bar (no second timing of the new incumbent); this run measures both. Before
+# it, the GPU test of the eager change. Issue 12 and 15 steps may follow once their kernels change.
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
