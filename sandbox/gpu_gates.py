@@ -57,7 +57,8 @@ class GpuGates:
             self.stage, self.activity = "timing", f"timing shape {shape.id}"
             replay_seed = cx.derive_seed(self.base_seed, "replay", shape.id) if self.req.correctness else None
             limit = self._out_nbytes(shape)      # before the request: no parent GPU work while the worker times
-            # a timing-only evaluation (screen, confirmation) reports no eager time: only the full one is shown
+            # a timing-only evaluation (a run's screens, confirmations and baselines) times eager launches only
+            # when the graph cannot be captured: the score is the graph time; full evaluations report both
             w.send({"kind": "time", "dims": shape.dim, "dtype": shape.dtype, "replay_seed": replay_seed,
                     "eager": bool(self.req.correctness),
                     "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
