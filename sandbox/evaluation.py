@@ -206,10 +206,10 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
     def _session(self, w: WorkerProcess) -> None:
         req = self.req
         if not req.baseline:
+            if self._ahead():       # every visible shape's specializations, and the compile gate's, in parallel:
+                with self._timed("compile_ahead"):     # the gate's first run then loads its kernels from the cache
+                    self._compile_ahead(w, [self._gate_run()] + self._ahead_runs(req.shapes))
             self._compile(w)
-            if self._ahead():       # every visible shape's specializations at once, in parallel
-                with self._timed("compile_ahead"):
-                    self._compile_ahead(w, req.shapes)
         fast_dsl = not (self.interpreter or not req.timing or req.baseline)
         if fast_dsl:    # reject fast: a mostly-PyTorch candidate stops here, before minutes of trials
             with self._timed("dsl"):
@@ -231,9 +231,9 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
                 self.result.shapes.extend(rows)
                 self.in_holdout = True
                 with self._minus_references("holdouts"):
-                    if self._ahead():
+                    if self._ahead():   # only now: no hold-out dims reach the worker before (POLICY.md R8)
                         with self._timed("holdouts/compile_ahead"):
-                            self._compile_ahead(w, holdouts)
+                            self._compile_ahead(w, self._ahead_runs(holdouts))
                     self._check_all(w, list(zip(holdouts, rows)), trials=req.settings.holdout_trials)
                 self.in_holdout = False
         if self.interpreter or not req.timing:
@@ -256,11 +256,15 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
             self.clock.add(stage, max(0.0, time.monotonic() - t0 - (self.clock.get("references") - before)))
 
     # ---- compile ---------------------------------------------------------------------------------
-    def _compile(self, w: WorkerProcess) -> None:
+    def _gate_run(self) -> dict:
+        """The compile gate's first run: a tiny version of the first shape (dims, dtype, seed)."""
         shape = self.req.shapes[0]
+        return {"dims": self.spec.interpreter_dims(shape.dim), "dtype": shape.dtype,
+                "seed": cx.derive_seed(self.base_seed, "compile")}
+
+    def _compile(self, w: WorkerProcess) -> None:
         self.stage, self.activity = "compile", "the compile gate's first run of the candidate at a tiny shape"
-        w.send({"kind": "compile", "dims": self.spec.interpreter_dims(shape.dim), "dtype": shape.dtype,
-                "seed": cx.derive_seed(self.base_seed, "compile"), "target": "auto",
+        w.send({"kind": "compile", **self._gate_run(), "target": "auto",
                 # with correctness, the feature gate judges the kernels the scored shapes run, after the launch record
                 "require_features": [] if self.req.correctness else list(self.req.settings.require_features),
                 "features_later": bool(self.req.correctness and self.req.settings.require_features)})
@@ -286,13 +290,16 @@ class _Evaluation(GpuGates, TrialEvidence, Conversation):
         return bool(self.req.settings.compile_ahead) and not self.interpreter and self.device == "cuda" \
             and not self.req.baseline
 
-    def _compile_ahead(self, w: WorkerProcess, shapes: list[Shape]) -> None:
-        """The worker compiles the candidate's specializations for `shapes` in parallel before their trials
-        (sandbox/compile_ahead.py); what it could not is compiled at the first call, as without it."""
+    def _ahead_runs(self, shapes: list[Shape]) -> list[dict]:
+        return [{"dims": self._dims(s), "dtype": self._dtype(s),
+                 "seed": cx.derive_seed(self.base_seed, "compile_ahead", s.id)} for s in shapes]
+
+    def _compile_ahead(self, w: WorkerProcess, runs: list[dict]) -> None:
+        """The worker compiles the candidate's specializations for `runs` (dims, dtype, seed) in parallel
+        before their trials (sandbox/compile_ahead.py); what it could not is compiled at the first call, as
+        without it."""
         self.activity = "compiling ahead for the next shapes"
-        w.send({"kind": "compile_ahead", "jobs": self.req.settings.compile_ahead_jobs,
-                "shapes": [{"dims": self._dims(s), "dtype": self._dtype(s),
-                            "seed": cx.derive_seed(self.base_seed, "compile_ahead", s.id)} for s in shapes]})
+        w.send({"kind": "compile_ahead", "jobs": self.req.settings.compile_ahead_jobs, "shapes": runs})
         reply, _ = self._expect(w, "compiled_ahead")
         # counts only for hold-outs: a note could carry what the candidate's launcher said about their shapes
         fields = ("specializations", "children", "failed", "killed") + (() if self.in_holdout else ("notes",))

@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 # The order `aka bench -v` prints (stages not listed here follow in the order they ran).
 ORDER = ("worker_start", "imports", "cuda_init", "profiler_init", "digest_compile", "worker_wait", "setup", "lint",
-         "compile.first_run", "compile.gate", "compile.pipe", "compile_ahead", "references", "correctness", "holdouts",
+         "compile_ahead", "compile.first_run", "compile.gate", "compile.pipe", "references", "correctness", "holdouts",
          "dsl", "floor", "timing.inputs", "timing.graph", "timing.eager", "recheck", "counters", "remeasure", "teardown")
 
 

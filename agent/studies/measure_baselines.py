@@ -43,7 +43,7 @@ class Record:
     dims: dict
     dtype: str
     impl: str                      # "seed", "seed:<variant>", or a baseline name
-    kind: str                      # "seed" | "variant" | "baseline"
+    kind: str                      # "seed" | "variant" | "baseline" (decode_probe.py: also "minimal")
     t_us: float | None = None      # scored time: graph replay, else eager
     t_eager_us: float | None = None
     mode: str | None = None        # "graph" | "eager" | None (not timed)
@@ -110,38 +110,48 @@ def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, on
         sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
         with torch.no_grad():     # main() turned TF32 off: references in full fp32, as the sandbox's parent
             ref = spec.reference(**sets[0])
-        for name, kind, fn, prepare in impls:
-            rec = Record(spec.name, shape.id, dict(dims), dtype, name, kind, t_roof_us=rl.t_roof_s * 1e6,
-                         t_floor_us=floor_s * 1e6 if floor_s else None, weight=shape.weight)
-            t0 = time.monotonic()
-            if fn is None:
-                rec.error = prepare      # the reason it does not apply
-            else:
-                try:
-                    rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, sets[0], dtype, ref)
-                    if rec.error is None and not dry_run:
-                        _time(rec, fn, prepare, sets)
-                except Exception as e:  # noqa: BLE001 - one implementation failing must not end the study
-                    rec.error = f"{type(e).__name__}: {str(e)[:400]}"
-                    log.write(traceback.format_exc())
-            records.append(rec)
-            msg = (f"{rec.t_us:9.2f} us ({rec.mode})" if rec.t_us else f"not timed: {str(rec.error)[:120]}"
-                   if rec.error else f"checked, rel_l2 {rec.rel_l2:.1e}")
-            print(f"  {spec.name:13s} {shape.id:26s} {name:16s} {msg}  [{time.monotonic() - t0:.1f} s]", flush=True)
+        for impl in impls:
+            records.append(measure_one(spec, shape, dims, dtype, impl, sets, ref, t_roof_us=rl.t_roof_s * 1e6,
+                                       floor_s=floor_s, dry_run=dry_run, log=log))
         del sets, ref
         if device == "cuda":
             torch.cuda.empty_cache()
     return records
 
 
-def _time(rec: Record, fn, prepare, sets) -> None:
+def measure_one(spec, shape, dims, dtype, impl, sets, ref, *, t_roof_us=None, floor_s=None, dry_run=False,
+                eager=True, log) -> Record:
+    """One implementation (name, kind, callable, prepare) at one shape: checked against `ref` on the first input
+    set, then timed unless it failed or this is a dry run. A failure is recorded in the Record, never raised."""
+    name, kind, fn, prepare = impl
+    rec = Record(spec.name, shape.id, dict(dims), dtype, name, kind, t_roof_us=t_roof_us,
+                 t_floor_us=floor_s * 1e6 if floor_s else None, weight=shape.weight)
+    t0 = time.monotonic()
+    if fn is None:
+        rec.error = prepare      # the reason it does not apply
+    else:
+        try:
+            rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, sets[0], dtype, ref)
+            if rec.error is None and not dry_run:
+                _time(rec, fn, prepare, sets, eager=eager)
+        except Exception as e:  # noqa: BLE001 - one implementation failing must not end the study
+            rec.error = f"{type(e).__name__}: {str(e)[:400]}"
+            log.write(traceback.format_exc())
+    msg = (f"{rec.t_us:9.2f} us ({rec.mode})" if rec.t_us else f"not timed: {str(rec.error)[:120]}"
+           if rec.error else f"checked, rel_l2 {rec.rel_l2:.1e}")
+    print(f"  {spec.name:13s} {shape.id:26s} {name:16s} {msg}  [{time.monotonic() - t0:.1f} s]", flush=True)
+    return rec
+
+
+def _time(rec: Record, fn, prepare, sets, eager: bool = True) -> None:
     from sandbox.timing import time_call
     ready = [prepare(s) if prepare else s for s in sets]
 
     def call(inputs):
         return fn(**inputs)
-    res = time_call(call, ready)
-    rec.t_us, rec.t_eager_us, rec.mode = res.t_s * 1e6, res.t_eager_s * 1e6, res.mode
+    res = time_call(call, ready, eager=eager)
+    rec.t_us, rec.mode = res.t_s * 1e6, res.mode
+    rec.t_eager_us = res.t_eager_s * 1e6 if res.t_eager_s is not None else None    # eager=False: not timed
     rec.graph_error, rec.spread = res.graph_error, res.spread
 
 

@@ -195,3 +195,4 @@ def test_a_launcher_that_fails_on_meta_tensors_is_noted_and_the_rest_still_colle
     ''')
     assert out["n"] == 1 and out["notes"] == ["shape 0: the launcher raised ValueError on meta tensors"]
     assert out["whole"]["specializations"] == 1 and out["whole"]["failed"] == 0
+
