@@ -287,7 +287,7 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
             barriers = [i for i, ln in enumerate(lines) if "bar.sync" in ln]
             report[f"H={H} T={T} PERSISTENT={persistent} LOOP_STAGES={stages}"] = {
                 "regs": int(regs), "local": int(local), "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None,
-                "one_pass": persistent == 0 and block >= H, "pipelined": stages > 1,
+                "one_pass": persistent == 0 and block >= H, "pipelined_small_rows": stages > 1 and block <= 512,
                 "loads_before_barriers": not barriers or max(loads) < min(barriers)}
     print(json.dumps(report))
 """)
@@ -304,8 +304,8 @@ def test_seed_compiles_for_hopper_without_spills(spec, tmp_path):
     for H, r in report.items():
         assert r["local"] == 0, f"H={H}: {r['local']} bytes of local memory (register spills)"
         assert r["regs"] <= 128, f"H={H}: {r['regs']} registers"
-        # a pipelined loop may stage x through shared memory (cp.async) instead of 16-byte register loads
-        assert r["v4"] or r["pipelined"], f"H={H}: no 16-byte vector loads in the PTX"
+        # H <= 512 pipelined loops stage x through shared memory (cp.async) instead of 16-byte register loads
+        assert r["v4"] or r["pipelined_small_rows"], f"H={H}: no 16-byte vector loads in the PTX"
         # one pass, one row block: every global load is issued before the reduction's first barrier (a weight
         # load first, converted to x's layout through shared memory, held the x load back by a DRAM round trip)
         assert r["loads_before_barriers"] or not r["one_pass"], f"{H}: a global load waits behind a barrier"
