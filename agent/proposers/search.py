@@ -24,12 +24,16 @@ How it searches
    under the same name with the same rule anywhere (`BLOCK_N` of gemm1 and gemm2 in every bucket),
    move together. A group carries the weight of every shape its members serve, so it is tried before
    its members while nothing is known (coarse before fine: a kernel badly tuned the same way in every
-   bucket, as a flat config is, is fixed in a few moves, not one per bucket); groups split as their
+   bucket, as a flat config is, is fixed in a few moves, not one per bucket); among moves of equal
+   weight, the one that sets the larger share of its name's leaves first (BLOCK_M, one a bucket, tied
+   over six buckets is as coarse as BLOCK_N tied over two GEMMs in six: counting leaves instead put
+   BLOCK_M, fused_moe's largest gain on the H200, behind every two-GEMM group); groups split as their
    members' values part. After a step that improved the score, the same slot or group in the same
    direction is tried first at twice the stride (1, 2, 4 grid steps while each improves; a stride that
    fails falls back to the last one that worked): momentum. Otherwise the order is a seeded shuffle until
    three configs are measured, then the additive model of agent/proposers/search_model.py (fit on
-   every measured config of this kernel) ranks them by its optimistic estimate. A *jump* to the
+   every measured config of this kernel) ranks them by its prediction plus an exploration bonus for
+   rarely measured values, weighted by the same shares (`AdditiveModel.optimistic_move`). A *jump* to the
    model's best unmeasured config of the whole (pruned) space comes first when the model predicts it
    to beat the climb point by 1% and every neighbour's optimistic estimate: several slots change
    at once.
@@ -389,6 +393,13 @@ class SearchProposer:
                                   key, step))
         self._rng.shuffle(moves)
         model = self._fitted_model()
+        # coarse before fine, by the share of a name's leaves a move sets (not by how many: BLOCK_M, one a
+        # bucket, is as coarse tied over every bucket as BLOCK_N tied over both GEMMs of every bucket)
+        kind = {s.path: s.rule.kind for s in self._slots}
+        names: dict[tuple, int] = {}
+        for s in self._movable():
+            names[(s.name, s.rule.kind)] = names.get((s.name, s.rule.kind), 0) + 1
+        family = {key: 1.0 / n for key, n in names.items()}
 
         def priority(m: Move) -> tuple[float, float, float]:
             if self._momentum and self._momentum[0] == m.slot and m.step * self._momentum[1] > 0:
@@ -399,9 +410,11 @@ class SearchProposer:
             shrinking = slot.rule.shrinks(get_at(self._point, paths[0]), get_at(m.config, paths[0]))
             first = 1 if prof.low_occupancy and shrinking else 2
             # the model, once fit, says which move gains most; before, the heaviest shapes' slots go first,
-            # and of those the largest tied group (coarse before fine)
+            # and of those the move that sets the largest share of its name's leaves (coarse before fine)
             weight = -self._usage.weight_of_all(paths)
-            return (first, -model.optimistic(m.config), weight) if model is not None else (first, weight, -len(paths))
+            if model is not None:
+                return first, -model.optimistic_move(m.config, self._point), weight
+            return first, weight, -sum(family[(p[-1], kind[p])] for p in paths)
         return sorted(moves, key=priority)
 
     @staticmethod

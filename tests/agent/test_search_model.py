@@ -161,6 +161,31 @@ def test_a_kernel_with_many_tunables_fits_main_effects_only_and_keeps_proposing(
         s = score(p.meta["config"])
         proposer.observe(p, EvalResult(op="fused_moe", verdict="accepted", weighted_attainment=s), False)
     model = proposer._fitted_model()
-    assert model is not None and not model.pairs and len(model.columns) == model.mains
+    assert model is not None and not model.pairs and model.width == model.mains == len(model.columns) + len(model.trends)
     assert len(set(sources)) == 8 and None not in sources
     proposer.close()
+
+
+def test_a_step_that_measured_far_worse_puts_the_opposite_step_first():
+    """Session 11 on the H200: BLOCK_M 128 -> 256 scored 0.11 against the incumbent's 0.39, and 128 -> 64, the
+    run's largest gain (1.5x), waited 13 moves: one-hot effects say nothing about a value never measured.
+    The trend feature extrapolates the other way; without it the step down ranks last."""
+    src = KERNEL.replace('"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 1, "num_stages": 1',
+                         '"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3')
+    lit = read_configs(src)
+    slots = [s for s in lit.slots() if s.rule.kind != "fixed"]
+    base = lit.value
+
+    def at(**kw):
+        return {**base, **kw}
+    measured = [(base, 0.39), (at(BLOCK_N=32), 0.37), (at(BLOCK_N=128), 0.38), (at(num_warps=8), 0.385),
+                (at(num_stages=4), 0.40), (at(BLOCK_K=128), 0.36), (at(BLOCK_M=256), 0.11)]
+    moves = [at(BLOCK_M=64), at(BLOCK_K=32), at(num_warps=2), at(num_stages=2), at(num_stages=5), at(BLOCK_N=256)]
+    ranks = {}
+    for trends in (True, False):
+        model = AdditiveModel(slots, trends=trends)
+        for config, score in measured:
+            model.add(config, score)
+        ranked = sorted(moves, key=lambda c: -model.optimistic_move(c, base))
+        ranks[trends] = ranked.index(at(BLOCK_M=64))
+    assert ranks == {True: 0, False: len(moves) - 1}, ranks

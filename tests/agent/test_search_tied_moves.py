@@ -11,10 +11,10 @@ import triton.language as tl
 
 CONFIGS = {
     "buckets": [
-        (2, dict(BLOCK_M=128, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
-        (8, dict(BLOCK_M=128, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
-        (32, dict(BLOCK_M=128, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
-        (1 << 62, dict(BLOCK_M=128, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
+        (2, dict(BLOCK_M=32, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
+        (8, dict(BLOCK_M=32, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
+        (32, dict(BLOCK_M=32, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
+        (1 << 62, dict(BLOCK_M=32, gemm1=dict(BLOCK_N=256, num_warps=4), gemm2=dict(BLOCK_N=256, num_warps=4))),
     ],
 }
 
