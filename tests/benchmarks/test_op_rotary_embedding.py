@@ -196,9 +196,11 @@ def test_fused_path_is_one_program_per_tokens_tokens_and_two_programs_is_the_old
 
 @pytest.mark.interpreter
 def test_heads_beyond_the_fused_tile_take_fewer_tokens_then_head_blocks(spec, seed, monkeypatch):
-    _with_configs(seed, monkeypatch, lambda cfg: cfg.update(decode_max_t=0))
-    limit, tokens = seed.CONFIGS["max_fused_tile"], seed.CONFIGS["prefill_by_block_half"][64]["TOKENS"]
-    assert tokens > 1
+    def several_tokens(cfg):      # the committed prefill entry is one token a program: give it four
+        cfg.update(decode_max_t=0)
+        cfg["prefill_by_block_half"][64]["TOKENS"] = 4
+    _with_configs(seed, monkeypatch, several_tokens)
+    limit = seed.CONFIGS["max_fused_tile"]
     hq = limit // 64 // 2 + 1                        # padded to limit // 64 heads: one token a program still fits
     name, grid, kw = _launches(spec, seed, monkeypatch, {"T": 5, "Hq": hq, "Hk": 1, "D": 128})
     assert (name, grid, kw["TOKENS"]) == ("_rotary_embedding_fused_kernel", (5,), 1)
@@ -208,7 +210,9 @@ def test_heads_beyond_the_fused_tile_take_fewer_tokens_then_head_blocks(spec, se
 
 def test_seed_compiles_for_hopper_without_spills(spec, seed):
     """The fused kernel at what each table picks for the hot heads (Hq 8, Hk 1, D 128) and at the largest tile
-    max_fused_tile admits, and the two-program kernel, for sm_90: no spills."""
+    max_fused_tile admits, and the two-program kernel, for sm_90: no spills, and every global load issued before
+    the first barrier (with cos loaded and broadcast before sin was loaded, the broadcast's barrier held sin's
+    load back by a DRAM round trip on every prefill program)."""
     from hopper_compile import compile_for_hopper
     types = {"q_ptr": "*bf16", "k_ptr": "*bf16", "pos_ptr": "*i64", "cache_ptr": "*fp32", "qo_ptr": "*bf16",
              "ko_ptr": "*bf16"}
@@ -216,7 +220,9 @@ def test_seed_compiles_for_hopper_without_spills(spec, seed):
     compiles = []
     for table in ("by_block_half", "prefill_by_block_half"):
         cfg = seed.CONFIGS[table][64]
-        for heads_q, heads_k, tokens in ((8, 1, cfg["TOKENS"]), (limit // 64, 8, 1)):
+        # 4 tokens as well: a token tile broadcasts cos and sin over the heads behind a barrier (the search may
+        # choose it: SEARCH_SPACE["TOKENS"])
+        for heads_q, heads_k, tokens in ((8, 1, cfg["TOKENS"]), (8, 1, 4), (limit // 64, 8, 1)):
             compiles.append({"kernel": "_rotary_embedding_fused_kernel", "types": types, "aligned": list(types),
                              "constexprs": dict(HALF=64, BLOCK_HALF=64, TOKENS=tokens, HEADS_Q=heads_q,
                                                 HEADS_K=heads_k, IS_NEOX=True),
@@ -226,6 +232,7 @@ def test_seed_compiles_for_hopper_without_spills(spec, seed):
                      "num_stages": 1})
     for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
+        assert r["loads_before_barriers"], f"{c['kernel']} {c['constexprs']}: a global load after a barrier"
 
 
 def test_wrong_positions_pairing_or_shared_rows_fail(spec):

@@ -21,7 +21,9 @@ import triton.language as tl
 # FUSED entries size TOKENS and num_warps so a thread holds about 8 elements of each half of q (one 16-byte
 # bf16 vector: D = 128, Hq = 8 is 512 elements a token). Decode (T <= 256, at most 2 programs per SM) is
 # latency-bound: one token a program, the most programs. Prefill (T = 8192 moves 42 MB, 8.7 us at 4.8 TB/s)
-# is bandwidth-bound: 4 tokens a program, 8 warps, 2048 programs (as qk_rms_norm's prefill winner, same heads).
+# is bandwidth-bound; at D = 128 one token a program and 2 warps timed fastest of the variants on the H200 at
+# T = 4096 and 8192 (session 12, after sin's load moved ahead of cos's broadcast): 7.33 and 12.99 us, against
+# 7.89 and 13.12 for 4 tokens and 8 warps; one token needs no layout conversion (no barrier) at all.
 # BLOCK_H is the head block of FUSED=0 and of tokens whose heads do not fit max_fused_tile.
 CONFIGS = {
     "decode_max_t": 256,
@@ -33,7 +35,7 @@ CONFIGS = {
     },
     "prefill_by_block_half": {
         32: {"BLOCK_H": 16, "num_warps": 4, "FUSED": 1, "TOKENS": 4},
-        64: {"BLOCK_H": 16, "num_warps": 8, "FUSED": 1, "TOKENS": 4},
+        64: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 1, "TOKENS": 1},
         128: {"BLOCK_H": 8, "num_warps": 8, "FUSED": 1, "TOKENS": 2},
     },
 }
@@ -123,8 +125,11 @@ def _rotary_embedding_fused_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_
     # one cos/sin row per token, broadcast over its heads
     cs_mask = t_mask[:, None] & i_mask[None, :]
     cache_row = cache_ptr + (pos.to(tl.int64) * stride_cache)[:, None] + i[None, :]
-    c = tl.load(cache_row, mask=cs_mask, other=0.0)[:, None, :]
-    s = tl.load(cache_row + HALF, mask=cs_mask, other=0.0)[:, None, :]
+    c = tl.load(cache_row, mask=cs_mask, other=0.0)
+    s = tl.load(cache_row + HALF, mask=cs_mask, other=0.0)
+    # broadcast after both loads: the broadcast converts the layout behind a barrier, and a load written after
+    # it (sin, when cos was broadcast first) issued only once cos had arrived: one more DRAM round trip
+    c, s = c[:, None, :], s[:, None, :]
     _rotate_store(qo_ptr, tok, stride_qo, qa_off, qb_off, q_mask, qa, qb, c, s)
     _rotate_store(ko_ptr, tok, stride_ko, ka_off, kb_off, k_mask, ka, kb, c, s)
 
