@@ -395,11 +395,11 @@ class SearchProposer:
         model = self._fitted_model()
         # coarse before fine, by the share of a name's leaves a move sets (not by how many: BLOCK_M, one a
         # bucket, is as coarse tied over every bucket as BLOCK_N tied over both GEMMs of every bucket)
-        kind = {s.path: s.rule.kind for s in self._slots}
+        movable = self._movable()
         names: dict[tuple, int] = {}
-        for s in self._movable():
+        for s in movable:
             names[(s.name, s.rule.kind)] = names.get((s.name, s.rule.kind), 0) + 1
-        family = {key: 1.0 / n for key, n in names.items()}
+        share = {s.path: 1.0 / names[(s.name, s.rule.kind)] for s in movable}
 
         def priority(m: Move) -> tuple[float, float, float]:
             if self._momentum and self._momentum[0] == m.slot and m.step * self._momentum[1] > 0:
@@ -414,7 +414,7 @@ class SearchProposer:
             weight = -self._usage.weight_of_all(paths)
             if model is not None:
                 return first, -model.optimistic_move(m.config, self._point), weight
-            return first, weight, -sum(family[(p[-1], kind[p])] for p in paths)
+            return first, weight, -sum(share.get(p, 0.0) for p in paths)
         return sorted(moves, key=priority)
 
     @staticmethod
