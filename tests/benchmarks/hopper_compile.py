@@ -35,17 +35,20 @@ for c in job["compiles"]:
     ptx_lines = k.asm["ptx"].splitlines()
     loads = [i for i, ln in enumerate(ptx_lines) if "ld.global" in ln]
     barriers = [i for i, ln in enumerate(ptx_lines) if "bar.sync" in ln]
+    stores = [i for i, ln in enumerate(ptx_lines) if "st.global" in ln]
     results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line,
                     "tma": "cp.async.bulk.tensor" in k.asm["ptx"],
-                    "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers)})
+                    "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers),
+                    "loads_before_stores": not stores or not loads or max(loads) < min(stores)})
 print(json.dumps(results))
 """
 
 
 def compile_for_hopper(seed_path, compiles: list[dict]) -> list[dict]:
     """Compile seed kernels for sm_90 in a child process; per compile: wgmma and TMA in the PTX, cuobjdump's usage,
-    and whether every global load comes before the first barrier in the PTX (a load after one waits for the loads
-    the barrier's layout conversion needs: one more DRAM round trip in the program's dependent chain)."""
+    and whether every global load comes before the first barrier, and before the first global store, in the PTX
+    (a load after either waits for the loads that the barrier's layout conversion or the store needs: one more
+    DRAM round trip in the program's dependent chain)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], input=json.dumps(
         {"seed": str(seed_path), "compiles": compiles}), capture_output=True, text=True, env=env, timeout=300)

@@ -135,3 +135,20 @@ def test_seed_switches_match_reference(spec, seed, monkeypatch, fused, tokens, p
     q, k = qkv[:, :4], qkv[:, 4:6]
     for out, ref in zip(seed.qk_rms_norm(q, k, a["wq"], a["wk"], 1e-6), spec.reference(q, k, a["wq"], a["wk"], 1e-6)):
         assert out.is_contiguous() and tolerance_failures(out, ref, spec.tolerance("fp32")) == []
+
+
+def test_fused_prefill_kernel_issues_every_load_before_its_first_store(spec, seed):
+    """The fused path normalizes q's heads and then k's. Written as load-normalize-store per tensor, k's load came
+    after q's stores in the sm_90 PTX and waited for q's DRAM round trip; both tiles are now loaded first. At the
+    prefill table's D = 128 entry, the hot heads (Hq 8, Hk 1), no spills either."""
+    from hopper_compile import compile_for_hopper
+    cfg = seed.CONFIGS["prefill_by_block_d"][128]
+    ptrs = ("q_ptr", "k_ptr", "wq_ptr", "wk_ptr", "qo_ptr", "ko_ptr")
+    types = {**{p: "*bf16" for p in ptrs}, "eps": "fp32"}
+    strides = ("stride_qt", "stride_qh", "stride_kt", "stride_kh", "stride_qot", "stride_qoh", "stride_kot", "stride_koh")
+    compiles = [{"kernel": "_qk_rms_norm_fused_kernel", "types": types, "aligned": list(ptrs) + list(strides) + ["D"],
+                 "constexprs": dict(TOKENS=tokens, HEADS_Q=8, HEADS_K=1, BLOCK_D=128),
+                 "num_warps": cfg["num_warps"], "num_stages": 1} for tokens in sorted({cfg["TOKENS"], 4})]
+    for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
+        assert r["loads_before_stores"], f"{c['constexprs']}: a global load after a global store"

@@ -20,7 +20,8 @@ import triton.language as tl
 # Tunables, keyed by BLOCK_D (D rounded up to a power of two; larger sizes use the largest key): heads per
 # program and warps, about 8-16 elements a thread.
 # The prefill table runs one fused q+k program per 4 tokens with 8 warps: the variant `prefill_fused_t4_w8`,
-# 12.7 / 8.1 us at T = 8192 / 4096 on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md; from 15.5 / 8.7).
+# 12.7 / 8.1 us at T = 8192 / 4096 on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md; from 15.5 / 8.7),
+# 12.5 / 7.8 us once k's tile was loaded before q's stores (2026-12-03).
 CONFIGS = {
     "decode_max_t": 256,
     "by_block_d": {
@@ -72,19 +73,27 @@ def _qk_rms_norm_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, HQ, HK, D,
 
 
 @triton.jit
-def _norm_tokens(x_ptr, o_ptr, w, cols, col_mask, tok0, T, H, D, stride_t, stride_h, stride_ot, stride_oh, eps,
-                 TOKENS: tl.constexpr, HEADS: tl.constexpr):
-    """TOKENS tokens x HEADS (H rounded up) heads of one tensor as one [TOKENS * HEADS, BLOCK_D] tile."""
+def _token_tile(tok0, T, H, col_mask, TOKENS: tl.constexpr, HEADS: tl.constexpr):
+    """TOKENS tokens x HEADS (H rounded up) heads of one tensor as one [TOKENS * HEADS, BLOCK_D] tile: the
+    tokens and heads of each row, and its mask."""
     r = tl.arange(0, TOKENS * HEADS)
-    tok = tok0 + r // HEADS
+    tok = (tok0 + r // HEADS).to(tl.int64)
     head = r % HEADS
     mask = ((tok < T) & (head < H))[:, None] & col_mask[None, :]
-    tok64 = tok.to(tl.int64)
-    x = tl.load(x_ptr + (tok64 * stride_t + head * stride_h)[:, None] + cols[None, :], mask=mask, other=0.0,
-                eviction_policy="evict_first").to(tl.float32)
+    return tok, head, mask
+
+
+@triton.jit
+def _load_tile(x_ptr, tok, head, cols, mask, stride_t, stride_h):
+    return tl.load(x_ptr + (tok * stride_t + head * stride_h)[:, None] + cols[None, :], mask=mask, other=0.0,
+                   eviction_policy="evict_first").to(tl.float32)
+
+
+@triton.jit
+def _norm_store(o_ptr, x, w, tok, head, cols, mask, D, stride_ot, stride_oh, eps):
     rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)
     y = x * rstd[:, None] * w[None, :]
-    tl.store(o_ptr + (tok64 * stride_ot + head * stride_oh)[:, None] + cols[None, :], y.to(o_ptr.dtype.element_ty),
+    tl.store(o_ptr + (tok * stride_ot + head * stride_oh)[:, None] + cols[None, :], y.to(o_ptr.dtype.element_ty),
              mask=mask)
 
 
@@ -96,12 +105,15 @@ def _qk_rms_norm_fused_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, T, H
     tok0 = tl.program_id(0) * TOKENS
     cols = tl.arange(0, BLOCK_D)
     col_mask = cols < D
+    # every load before any reduction or store: k's tile, loaded after q's stores, waited for q's round trip
+    q_tok, q_head, q_mask = _token_tile(tok0, T, HQ, col_mask, TOKENS, HEADS_Q)
+    k_tok, k_head, k_mask = _token_tile(tok0, T, HK, col_mask, TOKENS, HEADS_K)
+    xq = _load_tile(q_ptr, q_tok, q_head, cols, q_mask, stride_qt, stride_qh)
+    xk = _load_tile(k_ptr, k_tok, k_head, cols, k_mask, stride_kt, stride_kh)
     wq = tl.load(wq_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
     wk = tl.load(wk_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-    _norm_tokens(q_ptr, qo_ptr, wq, cols, col_mask, tok0, T, HQ, D, stride_qt, stride_qh, stride_qot, stride_qoh,
-                 eps, TOKENS, HEADS_Q)
-    _norm_tokens(k_ptr, ko_ptr, wk, cols, col_mask, tok0, T, HK, D, stride_kt, stride_kh, stride_kot, stride_koh,
-                 eps, TOKENS, HEADS_K)
+    _norm_store(qo_ptr, xq, wq, q_tok, q_head, cols, q_mask, D, stride_qot, stride_qoh, eps)
+    _norm_store(ko_ptr, xk, wk, k_tok, k_head, cols, k_mask, D, stride_kot, stride_koh, eps)
 
 
 def _config(T: int, block_d: int) -> dict:
