@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.proposers.llm_extract import defines_candidate
-from agent.proposers.search_model import AdditiveModel
+from agent.proposers.search_model import AdditiveModel, name_shares
 from agent.proposers.search_prefetch import DEFAULT_MAX_SPILL_BYTES, CompileFn, CompilePool, sandbox_compile_check
 from agent.proposers.search_space import (ConfigsLiteral, SearchSpaceError, Slot, apply_config, config_key,
                                           get_at, read_configs, set_at)
@@ -396,10 +396,7 @@ class SearchProposer:
         # coarse before fine, by the share of a name's leaves a move sets (not by how many: BLOCK_M, one a
         # bucket, is as coarse tied over every bucket as BLOCK_N tied over both GEMMs of every bucket)
         movable = self._movable()
-        names: dict[tuple, int] = {}
-        for s in movable:
-            names[(s.name, s.rule.kind)] = names.get((s.name, s.rule.kind), 0) + 1
-        share = {s.path: 1.0 / names[(s.name, s.rule.kind)] for s in movable}
+        share = dict(zip((s.path for s in movable), name_shares(movable)))
 
         def priority(m: Move) -> tuple[float, float, float]:
             if self._momentum and self._momentum[0] == m.slot and m.step * self._momentum[1] > 0:

@@ -24,6 +24,7 @@ tied group is not favoured for how many leaves it writes. Pure and deterministic
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Sequence
 
 import numpy as np
@@ -38,6 +39,13 @@ TREND_RIDGE = 0.25  # relative to RIDGE: a trend shares a slot's measured effect
 SPREAD_FLOOR = 0.02   # of the mean score: the least spread the exploration bonus assumes
 MOVE_BONUS = 4.0   # a move that sets every leaf of its name to values never measured (4: best of 1, 2, 4, 8 in recovery_replay)
 MIN_POINTS = 3     # fewer measurements than this: no model, the search keeps its seeded order
+
+
+def name_shares(slots: Sequence[Slot]) -> list[float]:
+    """Each slot's share of its name: 1 / the slots with its name and rule (BLOCK_N of two GEMMs in six
+    buckets: 1/12 each; BLOCK_M, one a bucket: 1/6). A move's coarseness is the sum over the slots it sets."""
+    family = Counter((s.name, s.rule.kind) for s in slots)
+    return [1.0 / family[(s.name, s.rule.kind)] for s in slots]
 
 
 class AdditiveModel:
@@ -66,10 +74,7 @@ class AdditiveModel:
                     for w in self.slots[j].rule.grid(self.slots[j].value):
                         self.columns[(i, v, j, w)] = self.width
                         self.width += 1
-        # a slot's share of its name: 1 / the slots with its name and rule (BLOCK_N of two GEMMs in six
-        # buckets: 1/12 each; BLOCK_M, one a bucket: 1/6)
-        family = [(s.name, s.rule.kind) for s in self.slots]
-        self.shares = [1.0 / family.count(key) for key in family]
+        self.shares = name_shares(self.slots)
         self.points: list[tuple[Any, float]] = []
         self._fit: tuple[np.ndarray, float, float, dict[tuple[int, Any], int]] | None = None
 
