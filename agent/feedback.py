@@ -113,6 +113,21 @@ _COMPILE_KEYS = (("registers", "registers"), ("n_regs", "registers"), ("spills_b
                  ("shared", "shared bytes"), ("features", "features"))
 
 
+def _serial_loads_note(facts: Any) -> str | None:
+    """The compile gate's serial-loads fact as a hint, when some load outside a loop waits in program order
+    behind a global store or a barrier (sandbox.compile_child.serial_loads); None otherwise."""
+    if not isinstance(facts, dict):
+        return None
+    n, store, barrier = (int(facts.get(k) or 0) for k in ("global_loads", "after_first_store", "after_first_barrier"))
+    if not store and not barrier:
+        return None
+    where = " and ".join(part for part in (f"{store} after the first global store" if store else "",
+                                           f"{barrier} after the first barrier" if barrier else "") if part)
+    return (f"serial loads: of {n} global loads outside loops, {where} in program order (in-order issue holds "
+            f"each one back a memory round trip; issue the loads that do not depend on the store or the "
+            f"reduction first)")
+
+
 def compile_notes(compile_info: dict[str, Any], limit: int = 6) -> list[str]:
     """One line per compiled kernel, from sandbox.compile's report ({"kernels": [{name, registers,
     spills_bytes, shared_bytes, features}], "target": ...}) or a {kernel: {...}} mapping."""
@@ -129,6 +144,9 @@ def compile_notes(compile_info: dict[str, Any], limit: int = 6) -> list[str]:
             if value in (None, "", [], ()) or any(label == f.split("=")[0] for f in fields):
                 continue
             fields.append(f"{label}={','.join(map(str, value)) if isinstance(value, (list, tuple)) else value}")
+        serial = _serial_loads_note(info.get("serial_loads"))
+        if serial:
+            fields.append(serial)
         if fields:
             target = f" ({compile_info['target']})" if compile_info.get("target") and not notes else ""
             notes.append(f"{name}{target}: " + ", ".join(fields))

@@ -63,6 +63,9 @@ class KernelInfo:
     features: tuple[str, ...]
     error: str | None
     compile_s: float | None = None      # wall time of this specialization's compile (cache hits are fast)
+    # global loads outside loops, and how many follow the first global store / barrier in the PTX
+    # (sandbox.compile_child.serial_loads): a fact for the proposers, never a rejection
+    serial_loads: dict | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -330,7 +333,7 @@ def compile_each(recorder: LaunchRecorder, target: str = "auto",
     launched = _describe_launched(recorder, sass) if target_spec.get("kind") == "device" else {}
     for index, k in launched.items():
         per_record[index] = KernelInfo(k["name"], k["registers"], k["spills_bytes"], k["shared_bytes"],
-                                       tuple(k["features"]), k["error"], 0.0)
+                                       tuple(k["features"]), k["error"], 0.0, k.get("serial_loads"))
     items, item_errors = _request_items(recorder)
     items = [(index, item) for index, item in items if index not in launched]
     errors += item_errors
@@ -342,7 +345,7 @@ def compile_each(recorder: LaunchRecorder, target: str = "auto",
         for k in result.get("kernels", []):
             per_record[int(k["index"])] = KernelInfo(k["name"], k["registers"], k["spills_bytes"],
                                                      k["shared_bytes"], tuple(k["features"]), k["error"],
-                                                     k.get("compile_s"))
+                                                     k.get("compile_s"), k.get("serial_loads"))
         errors += result.get("errors", [])
         if not child_error and len(result.get("kernels", [])) < len(items) and not result.get("errors"):
             errors.append(f"compiled {len(result.get('kernels', []))} of {len(items)} recorded launches")

@@ -141,6 +141,12 @@ def _rotary(d_tokens: int, d_warps: int, p_tokens: int, p_warps: int) -> dict[st
 _MOE_PREFILL = (48, 1 << 62)      # T=1024 (32 rows per expert) and T=4096 (128) DeepSeek shapes
 _TMA_PERSISTENT = dict(TMA=1, PERSISTENT=1, FLATTEN=1, num_stages=4)
 
+def _topk128(rows: int, warps: int, select: int) -> dict[str, Any]:
+    """moe_topk_softmax's E = 128 entry, at every T (both tables)."""
+    entry = {"ROWS": rows, "num_warps": warps, "SELECT": select}
+    return {"by_block_e.128": dict(entry), "large_t_by_block_e.128": dict(entry)}
+
+
 VARIANTS: dict[str, list[tuple[str, Any]]] = {
     "fused_moe": [
         ("w_tma", _moe(0, 1 << 62, W_TMA=1)),
@@ -237,21 +243,32 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     ],
     # decode, 5.3-5.6 us at T <= 256: k = 8 rounds of dependent row reductions (SELECT: 3, 2 or 1 a round)
     "moe_topk_softmax": [
-        ("select0", {**_every("by_block_e", SELECT=0), "by_block_e.128.ROWS": 8}),   # the seed before 2026-12-02
-        ("select1", _every("by_block_e", SELECT=1)),
-        ("select2_r8", {"by_block_e.128.ROWS": 8}),
-        ("select2_r1_w1", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 1, "by_block_e.128.num_warps": 1}),
-        ("select2_r2_w1", {**_every("by_block_e", SELECT=2), "by_block_e.128.ROWS": 2, "by_block_e.128.num_warps": 1}),
-        ("select1_r4_w1", {**_every("by_block_e", SELECT=1), "by_block_e.128.ROWS": 4, "by_block_e.128.num_warps": 1}),
+        # E = 128 is every hot shape: the variants set its entry (ROWS, warps, SELECT) in both T tables
+        ("select2_r4_w2", _topk128(4, 2, 2)),                                      # the seed before 2026-12-03
+        ("select1_r4_w2", _topk128(4, 2, 1)),
+        # the default at T < large_t_min is SELECT=3 (a bitonic top-k), one token a one-warp program
+        ("select3_r2_w1", _topk128(2, 1, 3)),
+        ("select3_r1_w2", _topk128(1, 2, 3)),
+        ("select3_r8_w4", _topk128(8, 4, 3)),
+        ("small_t_only", {"large_t_min": 1 << 40}),                                # one table at every T
+    ],
+    # Hk * D = 128 rows take the 256 entry (half its lanes masked off): narrower entries, more tokens a program
+    "reshape_and_cache": [
+        ("row128_t2_w1", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 2, "num_warps": 1}})),
+        ("row128_t4_w1", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 4, "num_warps": 1}})),
+        ("row128_t4_w2", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 4, "num_warps": 2}})),
+        ("row128_t8_w4", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 8, "num_warps": 4}})),
+        ("t1", {"by_row.256.TOKENS": 1}),
+        ("t4_w4", {"by_row.256.TOKENS": 4, "by_row.256.num_warps": 4}),
     ],
     # decode (one new token per sequence): channel tiles and warps
     "causal_conv1d_update": [
         ("b64_w1_small", _buckets(0, 16, BLOCK_D=64, num_warps=1)),
         ("b128_w1", _buckets(0, 1 << 62, BLOCK_D=128, num_warps=1)),
         ("b1024_w4_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=4)),
-        ("b512_w4_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=4)),     # the seed before session 9
-        ("b1024_w8_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=8)),
-        ("b256_w4_large", _buckets(65, 1 << 62, BLOCK_D=256, num_warps=4)),
+        ("b512_w8_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=8)),     # the seed before 2026-12-03
+        ("taps_1d", _buckets(0, 1 << 62, TAPS_1D=1)),
+        ("taps_1d_b512_w4", _buckets(0, 1 << 62, TAPS_1D=1, BLOCK_D=512, num_warps=4)),
     ],
     # lost to Liger on every hot shape (T = 8192: 16.7 against 12.4 us): the two-program grid (one q and one k
     # program a token, each reloading cos/sin) against one fused program per TOKENS tokens. D = 128 (key 64):

@@ -78,6 +78,55 @@ def test_seed_matches_reference(spec, seed, B, D, seed_):
         assert torch.equal(inputs[k], ref_in[k])
 
 
+@pytest.mark.interpreter
+@pytest.mark.parametrize("W", [2, 3, 5])
+def test_seed_matches_reference_at_other_widths(spec, seed, W):
+    """The window tile is next_pow2(W) wide with masked columns: widths other than 4 (3 and 5 are not powers of
+    two) shift the state and sum the taps exactly as the reference."""
+    inputs = spec.make_inputs({"B": 3, "D": 70, "W": W}, "fp32", seed=W)
+    ref_in = _clone(inputs)
+    ref = spec.reference(**ref_in)
+    out = seed.causal_conv1d_update(**inputs)
+    assert tolerance_failures(out, ref, spec.tolerance("fp32")) == []
+    assert torch.equal(inputs["conv_state"], ref_in["conv_state"])
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("taps_1d", [0, 1])
+def test_both_kernels_match_the_reference(spec, seed, monkeypatch, taps_1d):
+    """TAPS_1D=1 (W = 4: the taps as 1-D loads) and 0 (the window tile): the same output and the same shifted
+    state, bf16 included (copies are exact in any dtype), silu on and off; W = 5 takes the tile either way."""
+    buckets = [(bound, dict(cfg, TAPS_1D=taps_1d)) for bound, cfg in seed.CONFIGS["buckets"]]
+    monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
+    for dims, dtype, seed_ in (({"B": 5, "D": 300, "W": 4}, "fp32", 0), ({"B": 2, "D": 130, "W": 4}, "fp32", 1),
+                               ({"B": 3, "D": 64, "W": 4}, "bf16", 2), ({"B": 2, "D": 40, "W": 5}, "fp32", 3)):
+        inputs = spec.make_inputs(dims, dtype, seed=seed_)
+        ref_in = _clone(inputs)
+        ref = spec.reference(**ref_in)
+        out = seed.causal_conv1d_update(**inputs)
+        if dtype == "fp32":
+            assert tolerance_failures(out, ref, spec.tolerance(dtype)) == []
+        assert torch.equal(inputs["conv_state"], ref_in["conv_state"]), (dims, dtype)
+
+
+def test_seed_issues_every_load_before_its_first_store_on_hopper(spec, seed):
+    """The state update is in place. Walked tap by tap (load tap i, store it at i - 1, load tap i + 1), each tap's
+    load came after the previous store in the sm_90 PTX and waited for its DRAM round trip: three dependent
+    round trips a program on a kernel whose whole time is latency. Every bucket's config, both kernels (the
+    window tile and TAPS_1D's), no spills either."""
+    from hopper_compile import compile_for_hopper
+    ptrs = ("x_ptr", "state_ptr", "w_ptr", "b_ptr", "y_ptr")
+    types = {p: "*bf16" for p in ptrs}
+    compiles = [{"kernel": kernel, "types": types, "aligned": list(ptrs) + ["D"],
+                 "constexprs": dict(stride_xd=1, stride_si=1, stride_wi=1, W=4, SILU=True,
+                                    BLOCK_D=cfg["BLOCK_D"], BLOCK_W=4),
+                 "num_warps": cfg["num_warps"], "num_stages": 1} for _, cfg in seed.CONFIGS["buckets"]
+                for kernel in ("_causal_conv1d_update_kernel", "_causal_conv1d_update_w4_kernel")]
+    for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
+        assert r["loads_before_stores"], f"{c['constexprs']}: a global load after a global store"
+
+
 def test_an_unshifted_or_misplaced_state_fails(spec):
     inputs = spec.make_inputs({"B": 4, "D": 64, "W": 4}, "bf16", seed=2)
     ref_in = _clone(inputs)

@@ -117,11 +117,12 @@ def test_seed_passes_the_sandbox():
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("select", [1, 2])
+@pytest.mark.parametrize("select", [1, 2, 3])
 @pytest.mark.parametrize("renormalize", [True, False])
 def test_seed_select_switch(spec, seed, monkeypatch, select, renormalize):
-    """SELECT=1 (weight from the round's maximum) and 2 (one packed-key reduction a round): the same ids
-    (ties to the lower id, the seeded tie at the cut) and weights, also with -0.0/+0.0, -inf and negative rows."""
+    """SELECT=1 (weight from the round's maximum), 2 (one packed-key reduction a round) and 3 (a bitonic top-k of
+    the packed keys): the same ids (ties to the lower id, the seeded tie at the cut) and weights, also with
+    -0.0/+0.0, -inf and negative rows."""
     monkeypatch.setitem(seed.CONFIGS, "by_block_e", {k: dict(v, SELECT=select)
                                                      for k, v in seed.CONFIGS["by_block_e"].items()})
     for T, E, k in ((13, 128, 8), (5, 60, 5), (1, 7, 7), (3, 512, 10)):
@@ -134,3 +135,19 @@ def test_seed_select_switch(spec, seed, monkeypatch, select, renormalize):
     (w, ids), (rw, rids) = seed.moe_topk_softmax(x, 4, renormalize), spec.reference(x, 4, renormalize)
     assert ids.tolist() == rids.tolist() == [[0, 1, 4, 2], [4, 1, 2, 0]]
     assert tolerance_failures(w, rw, spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_many_tokens_take_the_large_t_entry(spec, seed, monkeypatch):
+    """From large_t_min tokens on, an entry of large_t_by_block_e replaces the one of the same key (at T = 4096 the
+    bitonic top-k lost to k rounds); a key it lacks falls back to by_block_e. Both sides of the bound agree with
+    the reference."""
+    monkeypatch.setitem(seed.CONFIGS, "large_t_min", 8)
+    small, large = seed.CONFIGS["by_block_e"][128], seed.CONFIGS["large_t_by_block_e"][128]
+    assert small != large
+    assert seed._config(7, 128) == small and seed._config(8, 128) == large
+    assert seed._config(8, 512) == seed.CONFIGS["by_block_e"][512]
+    for T in (5, 13):
+        inputs = spec.make_inputs({"T": T, "E": 128, "k": 8}, "fp32", seed=T)
+        (w, ids), (rw, rids) = seed.moe_topk_softmax(**inputs), spec.reference(**inputs)
+        assert torch.equal(ids, rids) and tolerance_failures(w, rw, spec.tolerance("fp32")) == []

@@ -80,6 +80,20 @@ def test_seed_passes_the_sandbox(spec):
     assert any(s.holdout for s in res.shapes)
 
 
+def test_seed_issues_every_load_before_its_first_store_on_hopper(spec, seed):
+    """A program copies TOKENS rows. Masked by the slot and walked token by token, the rows' loads waited for the
+    slot's DRAM round trip and the next token's loads for this token's stores (sm_90 PTX order); now the slots
+    and every row are loaded first and only the stores depend on the slot. Every table entry, no spills."""
+    from hopper_compile import compile_for_hopper
+    types = {"key_ptr": "*bf16", "value_ptr": "*bf16", "kc_ptr": "*bf16", "vc_ptr": "*bf16", "slot_ptr": "*i64"}
+    compiles = [{"kernel": "_reshape_and_cache_kernel", "types": types, "aligned": list(types) + ["HD", "D"],
+                 "constexprs": dict(sc_d=1, BLOCK=cfg["BLOCK"], TOKENS=cfg["TOKENS"]),
+                 "num_warps": cfg["num_warps"], "num_stages": 1} for cfg in seed.CONFIGS["by_row"].values()]
+    for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
+        assert r["loads_before_stores"], f"{c['constexprs']}: a global load after a global store"
+
+
 def test_writing_a_padding_token_or_one_cache_only_fails(spec):
     a = spec.make_inputs(DIMS, "bf16", seed=2)
 

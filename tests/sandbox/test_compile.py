@@ -1,6 +1,8 @@
 """The compile gate: launches recorded under the interpreter (or a GPU), compiled for sm_90 offline."""
 from __future__ import annotations
 
+import dataclasses
+
 import importlib.util
 import sys
 import textwrap
@@ -51,6 +53,29 @@ KERNELS = textwrap.dedent('''\
     def _bad_arange_kernel(x_ptr, n):
         r = tl.arange(0, n)
         tl.store(x_ptr + r, r)
+
+
+    @triton.jit
+    def _two_copies_serial_kernel(a_ptr, b_ptr, ya_ptr, yb_ptr, BLOCK: tl.constexpr):
+        r = tl.arange(0, BLOCK)
+        tl.store(ya_ptr + r, tl.load(a_ptr + r))
+        tl.store(yb_ptr + r, tl.load(b_ptr + r))        # b's load can alias ya's store: it is issued after it
+
+
+    @triton.jit
+    def _two_copies_loads_first_kernel(a_ptr, b_ptr, ya_ptr, yb_ptr, BLOCK: tl.constexpr):
+        r = tl.arange(0, BLOCK)
+        a = tl.load(a_ptr + r)
+        b = tl.load(b_ptr + r)
+        tl.store(ya_ptr + r, a)
+        tl.store(yb_ptr + r, b)
+
+
+    @triton.jit
+    def _chunked_copy_kernel(a_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        r = tl.arange(0, BLOCK)
+        for c in range(0, n, BLOCK):                      # loads in a loop after the store: the algorithm
+            tl.store(y_ptr + c + r, tl.load(a_ptr + c + r))
     ''')
 _LINES = KERNELS.splitlines()
 _BAD_DOT_DEF = _LINES.index("def _bad_dot_kernel(a_ptr, c_ptr, BLOCK: tl.constexpr):")
@@ -151,6 +176,36 @@ def test_compile_offline_reports_registers_and_no_error(kernels):
     assert info.registers is not None and 0 < info.registers <= 255
     assert info.spills_bytes == 0 and info.shared_bytes is not None
     assert report.features() == set()
+
+
+@pytest.mark.interpreter
+def test_loads_held_behind_a_store_are_reported_and_become_a_hint(kernels):
+    """The compile gate counts the global loads outside loops that follow the first global store (or barrier) in
+    the PTX, and the proposers' feedback turns a nonzero count into a hint; loads issued first, and a loop's
+    loads, give none."""
+    from agent.feedback import compile_notes
+    from sandbox.compile_child import serial_loads
+    a, b = (torch.randn(256, device=DEVICE) for _ in range(2))
+    ya, yb = torch.empty_like(a), torch.empty_like(b)
+    with LaunchRecorder() as rec:
+        kernels._two_copies_serial_kernel[(1,)](a, b, ya, yb, BLOCK=256)
+        kernels._two_copies_loads_first_kernel[(1,)](a, b, ya, yb, BLOCK=256)
+        kernels._chunked_copy_kernel[(1,)](a, ya, 256, BLOCK=64)
+    report = compile_recorded(rec, target="sm_90")
+    assert report.ok, report.errors
+    facts = {k.name: k.serial_loads for k in report.kernels}
+    serial, first, chunked = (facts[n] for n in ("_two_copies_serial_kernel", "_two_copies_loads_first_kernel",
+                                                 "_chunked_copy_kernel"))
+    assert serial["global_loads"] == first["global_loads"] >= 2
+    assert serial["after_first_store"] >= 1 and first["after_first_store"] == 0
+    assert chunked["after_first_store"] == 0
+    notes = compile_notes({"kernels": [dataclasses.asdict(k) for k in report.kernels], "target": report.target})
+    hinted = [n for n in notes if "serial loads:" in n]
+    assert len(hinted) == 1 and hinted[0].startswith("_two_copies_serial_kernel")
+    # a backward branch's body is a loop; a load after a barrier outside it counts as after the barrier
+    ptx = "ld.global.b32 %r1, [%rd1];\n$L__BB0_1:\nst.global.b32 [%rd2], %r1;\nld.global.b32 %r2, [%rd3];\n" \
+          "@%p1 bra $L__BB0_1;\nbar.sync 0;\nld.global.b32 %r3, [%rd4];\n// ld.global in a comment\n"
+    assert serial_loads(ptx) == {"global_loads": 2, "after_first_store": 1, "after_first_barrier": 1}
 
 
 @pytest.mark.interpreter

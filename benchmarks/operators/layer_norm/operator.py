@@ -66,6 +66,13 @@ def baseline(x, weight, bias, eps: float = DEFAULT_EPS) -> torch.Tensor:
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
+def baseline_liger(x, weight, bias, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    """Liger-Kernel 0.8.5's LayerNorm (what its model patches install), for `aka bench --baseline liger` and the
+    counters of a missed shape; the optional liger_kernel package is imported only here."""
+    from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+    return LigerLayerNormFunction.apply(x, weight, bias, eps)
+
+
 def output_spec(dims, dtype: str) -> tuple[tuple[int, int], str]:
     T, H = row_dims(NAME, dims)
     torch_dtype(NAME, dtype)

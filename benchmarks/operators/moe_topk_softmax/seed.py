@@ -16,29 +16,38 @@ Structural switch SELECT (per table entry):
   (negative values' magnitude bits flipped, -0.0 taken as +0.0) in the high half and BLOCK_E - 1 - column in
   the low half, so the key maximum is the largest logit at its lowest column (the tie rule); chosen keys drop
   to the minimum int64.
+- 3: the same keys, and the k largest taken at once by a bitonic top-k (tl.topk, BLOCK_K keys largest first)
+  instead of k rounds: about log2(BLOCK_K) * log2(BLOCK_E) compare-and-swap steps in place of k full row
+  reductions of log2(BLOCK_E) levels each. Slots from K up to BLOCK_K are never stored.
 """
 import torch
 import triton
 import triton.language as tl
 
 # Tunables, keyed by BLOCK_E (E rounded up to a power of two; larger sizes use the largest key): tokens per
-# program and warps, about 16 logits a thread.
-# SELECT=2 (one reduction a round) and 4 tokens a program at E = 128: the variant `select2_r4_w2`, 3.0-5.5 us
-# on the H200 where the earlier seed took 5.1-7.0 (2026-12-02, benchmarks/results/new_ops_h200.md).
+# program and warps, about 16 logits a thread. At E = 128: SELECT=3 with one token a one-warp program (variant
+# `select3_r1_w1`), 2.10-3.08 us at T = 1-1024 on the H200 where SELECT=2 with 4 tokens took 2.93-3.43
+# (2026-12-03, benchmarks/results/new_ops_h200.md). From large_t_min tokens on, large_t_by_block_e replaces an
+# entry of the same key: at T = 4096 the bitonic top-k's extra work shows (6.30 us) and SELECT=1 with 4 tokens
+# timed fastest (4.98; SELECT=2 5.60). T between 1024 and 4096 was not timed.
 CONFIGS = {
     "by_block_e": {
         8: {"ROWS": 64, "num_warps": 1, "SELECT": 2},
         16: {"ROWS": 32, "num_warps": 1, "SELECT": 2},
         32: {"ROWS": 16, "num_warps": 1, "SELECT": 2},
         64: {"ROWS": 16, "num_warps": 2, "SELECT": 2},
-        128: {"ROWS": 4, "num_warps": 2, "SELECT": 2},
+        128: {"ROWS": 1, "num_warps": 1, "SELECT": 3},
         256: {"ROWS": 8, "num_warps": 4, "SELECT": 2},
         512: {"ROWS": 4, "num_warps": 4, "SELECT": 2},
         1024: {"ROWS": 2, "num_warps": 4, "SELECT": 2},
         2048: {"ROWS": 1, "num_warps": 4, "SELECT": 2},
     },
+    "large_t_min": 2048,
+    "large_t_by_block_e": {
+        128: {"ROWS": 4, "num_warps": 2, "SELECT": 1},
+    },
 }
-SEARCH_SPACE = {"SELECT": [0, 1, 2]}
+SEARCH_SPACE = {"SELECT": [0, 1, 2, 3]}
 
 
 @triton.jit
@@ -57,33 +66,40 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
     slots = tl.arange(0, BLOCK_K)
     chosen_e = tl.zeros([ROWS, BLOCK_K], dtype=tl.float32)
     chosen_id = tl.zeros([ROWS, BLOCK_K], dtype=tl.int32)
-    if SELECT == 2:
+    if SELECT >= 2:
         bits = x.to(tl.int32, bitcast=True)
         key32 = tl.where(x == 0.0, 0, tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits))
         left = (key32.to(tl.int64) << 32) | (BLOCK_E - 1 - cols)[None, :].to(tl.int64)
         gone = tl.full([ROWS, BLOCK_E], -2147483648, tl.int32).to(tl.int64) << 32
     else:
         left = x
-    for j in range(K):
-        if SELECT == 2:
-            best_key = tl.max(left, axis=1)
-            idx = BLOCK_E - 1 - (best_key & 0xFFFFFFFF).to(tl.int32)
-            k32 = (best_key >> 32).to(tl.int32)
-            best = tl.where(k32 < 0, k32 ^ 0x7FFFFFFF, k32).to(tl.float32, bitcast=True)
-        else:
-            best = tl.max(left, axis=1)
-            idx = tl.min(tl.where(left == best[:, None], cols[None, :], BLOCK_E), axis=1)
-        hit = cols[None, :] == idx[:, None]
-        if SELECT == 0:
-            ej = tl.sum(tl.where(hit, e, 0.0), axis=1)
-        else:
-            ej = tl.where(row_mask, tl.exp(best - top), 0.0)
-        chosen_e = tl.where(slots[None, :] == j, ej[:, None], chosen_e)
-        chosen_id = tl.where(slots[None, :] == j, idx[:, None], chosen_id)
-        if SELECT == 2:
-            left = tl.where(hit, gone, left)
-        else:
-            left = tl.where(hit, float("-inf"), left)
+    if SELECT == 3:
+        best_key = tl.topk(left, BLOCK_K, dim=1)          # [ROWS, BLOCK_K], largest first
+        chosen_id = BLOCK_E - 1 - (best_key & 0xFFFFFFFF).to(tl.int32)
+        k32 = (best_key >> 32).to(tl.int32)
+        best = tl.where(k32 < 0, k32 ^ 0x7FFFFFFF, k32).to(tl.float32, bitcast=True)
+        chosen_e = tl.where(row_mask[:, None] & (slots < K)[None, :], tl.exp(best - top[:, None]), 0.0)
+    else:
+        for j in range(K):
+            if SELECT == 2:
+                best_key = tl.max(left, axis=1)
+                idx = BLOCK_E - 1 - (best_key & 0xFFFFFFFF).to(tl.int32)
+                k32 = (best_key >> 32).to(tl.int32)
+                best = tl.where(k32 < 0, k32 ^ 0x7FFFFFFF, k32).to(tl.float32, bitcast=True)
+            else:
+                best = tl.max(left, axis=1)
+                idx = tl.min(tl.where(left == best[:, None], cols[None, :], BLOCK_E), axis=1)
+            hit = cols[None, :] == idx[:, None]
+            if SELECT == 0:
+                ej = tl.sum(tl.where(hit, e, 0.0), axis=1)
+            else:
+                ej = tl.where(row_mask, tl.exp(best - top), 0.0)
+            chosen_e = tl.where(slots[None, :] == j, ej[:, None], chosen_e)
+            chosen_id = tl.where(slots[None, :] == j, idx[:, None], chosen_id)
+            if SELECT == 2:
+                left = tl.where(hit, gone, left)
+            else:
+                left = tl.where(hit, float("-inf"), left)
     if RENORMALIZE:
         denom = tl.sum(chosen_e, axis=1)
     else:
@@ -94,10 +110,13 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
     tl.store(id_ptr + rows64[:, None] * stride_id + slots[None, :], chosen_id, mask=out_mask)
 
 
-def _config(block_e: int) -> dict:
+def _config(T: int, block_e: int) -> dict:
     table = CONFIGS["by_block_e"]
     fitting = [key for key in sorted(table) if key >= block_e]
-    return table[fitting[0] if fitting else max(table)]
+    key = fitting[0] if fitting else max(table)
+    if T >= CONFIGS["large_t_min"]:
+        return CONFIGS["large_t_by_block_e"].get(key, table[key])
+    return table[key]
 
 
 def moe_topk_softmax(logits, k=8, renormalize=True):
@@ -113,7 +132,7 @@ def moe_topk_softmax(logits, k=8, renormalize=True):
     if T == 0:
         return weights, ids
     block_e = triton.next_power_of_2(E)
-    cfg = _config(block_e)
+    cfg = _config(T, block_e)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _moe_topk_softmax_kernel[grid](logits, weights, ids, T, E, k, logits.stride(0), weights.stride(0), ids.stride(0),
                                    ROWS=cfg["ROWS"], BLOCK_E=block_e, BLOCK_K=triton.next_power_of_2(k),

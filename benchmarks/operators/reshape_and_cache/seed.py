@@ -4,6 +4,11 @@ Pure data movement: a program copies BLOCK elements of one token's Hk*D row of k
 tokens per program along the grid's first axis), masked off entirely for a padding token (slot -1), so no
 other slot is ever touched. One launch, no host synchronization (the slot is read on the device), so the
 call can be captured in a CUDA graph. Tunables by the row width Hk*D rounded up to a power of two.
+
+Every load is issued before the first store, and the key/value loads do not wait for the slot: a padding
+token's row is read (it is the caller's input, in bounds) and only its stores are masked off. (The earlier
+seed masked the loads by the slot and went token by token: the rows' loads waited for the slot's DRAM
+round trip, and the second token's loads for the first token's stores.)
 """
 import torch
 import triton
@@ -29,17 +34,17 @@ def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, H
     h = cols // D
     d = cols % D
     col_mask = cols < HD
-    for i in tl.static_range(TOKENS):
-        t = tl.program_id(0) * TOKENS + i
-        live = t < T
-        slot = tl.load(slot_ptr + t, mask=live, other=-1).to(tl.int64)
-        mask = col_mask & live & (slot >= 0)        # a padding token (slot -1) writes nothing
-        t64 = t.to(tl.int64)
-        k = tl.load(key_ptr + t64 * sk_t + h * sk_h + d, mask=mask)
-        v = tl.load(value_ptr + t64 * sv_t + h * sv_h + d, mask=mask)
-        dst = (slot // BS) * sc_b + (slot % BS) * sc_s + h * sc_h + d * sc_d
-        tl.store(kc_ptr + dst, k, mask=mask)
-        tl.store(vc_ptr + dst, v, mask=mask)
+    t = tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)
+    live = t < T
+    t64 = t.to(tl.int64)
+    slot = tl.load(slot_ptr + t, mask=live, other=-1).to(tl.int64)
+    rows = live[:, None] & col_mask[None, :]
+    k = tl.load(key_ptr + t64[:, None] * sk_t + (h * sk_h + d)[None, :], mask=rows)
+    v = tl.load(value_ptr + t64[:, None] * sv_t + (h * sv_h + d)[None, :], mask=rows)
+    mask = rows & (slot >= 0)[:, None]          # a padding token (slot -1) writes nothing
+    dst = ((slot // BS) * sc_b + (slot % BS) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
+    tl.store(kc_ptr + dst, k, mask=mask)
+    tl.store(vc_ptr + dst, v, mask=mask)
 
 
 def _config(row: int) -> dict:
