@@ -268,7 +268,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("b1024_w4_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=4)),
         ("b512_w8_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=8)),     # the seed before 2026-12-03
         ("taps_1d", _buckets(0, 1 << 62, TAPS_1D=1)),
-        ("taps_1d_b512_w4", _buckets(0, 1 << 62, TAPS_1D=1, BLOCK_D=512, num_warps=4)),
+        ("tile_small", _buckets(0, 16, TAPS_1D=0)),                           # the default before 2026-12-03
     ],
     # lost to Liger on every hot shape (T = 8192: 16.7 against 12.4 us): the two-program grid (one q and one k
     # program a token, each reloading cos/sin) against one fused program per TOKENS tokens. D = 128 (key 64):

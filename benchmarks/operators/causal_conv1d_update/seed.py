@@ -18,7 +18,9 @@ import triton.language as tl
 # and a row sum; Nsight Compute read the tile kernel SM-bound at B = 256 (58% SM throughput, DRAM 18%).
 CONFIGS = {
     "buckets": [
-        (16, dict(BLOCK_D=128, num_warps=4, TAPS_1D=0)),
+        # B <= 16: the 1-D taps (variant `taps_1d`), 2.18 us at B = 16 against the tile's 2.31; at B = 64 and
+        # 256 the tile was faster (3.80 / 9.51 against 4.12 / 10.03) (2026-12-03, new_ops_h200.md)
+        (16, dict(BLOCK_D=128, num_warps=4, TAPS_1D=1)),
         (64, dict(BLOCK_D=256, num_warps=4, TAPS_1D=0)),
         # B = 256: 256 channels a program, 4 warps (variant `b256_w4_large`), 9.57 us on the H200 against 10.12
         # with 512 and 8 warps, the choice for the tap-by-tap kernel before (2026-12-03, new_ops_h200.md)
