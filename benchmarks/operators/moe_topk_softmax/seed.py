@@ -64,13 +64,10 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
     top = tl.where(row_mask, tl.max(x, axis=1), 0.0)      # rows past T hold only -inf
     e = tl.where(mask, tl.exp(x - top[:, None]), 0.0)
     slots = tl.arange(0, BLOCK_K)
-    chosen_e = tl.zeros([ROWS, BLOCK_K], dtype=tl.float32)
-    chosen_id = tl.zeros([ROWS, BLOCK_K], dtype=tl.int32)
     if SELECT >= 2:
         bits = x.to(tl.int32, bitcast=True)
         key32 = tl.where(x == 0.0, 0, tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits))
         left = (key32.to(tl.int64) << 32) | (BLOCK_E - 1 - cols)[None, :].to(tl.int64)
-        gone = tl.full([ROWS, BLOCK_E], -2147483648, tl.int32).to(tl.int64) << 32
     else:
         left = x
     if SELECT == 3:
@@ -80,6 +77,10 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
         best = tl.where(k32 < 0, k32 ^ 0x7FFFFFFF, k32).to(tl.float32, bitcast=True)
         chosen_e = tl.where(row_mask[:, None] & (slots < K)[None, :], tl.exp(best - top[:, None]), 0.0)
     else:
+        chosen_e = tl.zeros([ROWS, BLOCK_K], dtype=tl.float32)
+        chosen_id = tl.zeros([ROWS, BLOCK_K], dtype=tl.int32)
+        if SELECT == 2:
+            gone = tl.full([ROWS, BLOCK_E], -2147483648, tl.int32).to(tl.int64) << 32
         for j in range(K):
             if SELECT == 2:
                 best_key = tl.max(left, axis=1)
