@@ -263,6 +263,50 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("t1", {"by_row.256.TOKENS": 1}),
         ("t4_w4", {"by_row.256.TOKENS": 4, "by_row.256.num_warps": 4}),
     ],
+    # 3-29 us against a 1.3 us floor at first (T256, P = 2048 pairs: 26 us in one program sorting 2048 keys).
+    # A one-program call's time is its instruction chain: the seed before 2026-12-03, then the sentinel tiles
+    # (experts x BLOCK masked stores) and 32-wide expert_ids tiles back, the decode buckets' warps and rank mode,
+    # the large bucket's chunk
+    "moe_align_block_size": [
+        ("sort_before", lambda c: c.update(
+            buckets=[(1024, dict(CHUNK=1024, RANK=0, num_warps=4)), (2048, dict(CHUNK=2048, RANK=0, num_warps=8)),
+                     (1 << 62, dict(CHUNK=2048, RANK=0, num_warps=8))], fill=0, map_tile=32)),
+        ("sentinel_tiles", lambda c: c.update(fill=0, map_tile=32)),
+        ("map32", lambda c: c.update(map_tile=32)),
+        ("decode_w8", _buckets(0, 512, num_warps=8)),
+        ("decode_w2", _buckets(0, 512, num_warps=2)),
+        ("decode_match", _buckets(0, 512, RANK=2)),
+        ("large_c512_w8", _buckets(513, 1 << 62, CHUNK=512, num_warps=8)),
+    ],
+    # T = 1024 at H = 128 (64 programs of 16 rows) lost to torch.compile (3.04 against 2.19 us): now 4 rows a
+    # one-warp program and at least min_programs programs; the seed before 2026-12-03, FAST's instructions
+    "gated_rms_norm": [
+        ("rows16_before", {"by_block_h.128.ROWS": 16, "by_block_h.128.num_warps": 4, "min_programs": 0}),
+        ("fast", {"FAST": 1}),
+        ("min_p1056", {"min_programs": 1056}),
+        ("min_p264", {"min_programs": 264}),
+        ("rows2_w1", {"by_block_h.128.ROWS": 2}),
+        ("fast_rows2_w1", {"by_block_h.128.ROWS": 2, "FAST": 1}),
+    ],
+    # prefill (B2/B4, D 4096, L 2048) at 0.44 of its roofline with W shifted 2-byte loads per output; now two
+    # aligned vectors a row of 8 (VEC_W4). The scalar taps (the seed before 2026-12-03), the tile and warps
+    "causal_conv1d": [
+        ("scalar_taps", {"VEC_W4": 0, "BLOCK_D": 8, "BLOCK_L": 256}),      # the seed before 2026-12-03
+        ("vec_d8_l256", {"BLOCK_D": 8, "BLOCK_L": 256}),
+        ("d4_l512_w4", {"BLOCK_D": 4, "BLOCK_L": 512}),
+        ("d1_l2048_w4", {"BLOCK_D": 1, "BLOCK_L": 2048}),
+        ("d2_l1024_w8", {"num_warps": 8}),
+        ("d4_l1024_w8", {"BLOCK_D": 4, "num_warps": 8}),
+    ],
+    # decode rows (H = 8192, T 16-256) at 0.28-0.44 attainment, one row a 16-warp program: now one two-value
+    # reduction (ONE_REDUCE) and 8 warps; the seed before 2026-12-03, each change alone, the warps
+    "rms_norm_quant_fp8": [
+        ("two_reduces_w16", {"ONE_REDUCE": 0, "by_block_h.8192.num_warps": 16}),
+        ("two_reduces", {"ONE_REDUCE": 0}),
+        ("w16", {"by_block_h.8192.num_warps": 16}),
+        ("w4", {"by_block_h.8192.num_warps": 4}),
+        ("w32", {"by_block_h.8192.num_warps": 32}),
+    ],
     # decode (one new token per sequence): channel tiles and warps
     "causal_conv1d_update": [
         ("b64_w1_small", _buckets(0, 16, BLOCK_D=64, num_warps=1)),

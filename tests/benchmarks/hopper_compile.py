@@ -36,7 +36,13 @@ for c in job["compiles"]:
     loads = [i for i, ln in enumerate(ptx_lines) if "ld.global" in ln]
     barriers = [i for i, ln in enumerate(ptx_lines) if "bar.sync" in ln]
     stores = [i for i, ln in enumerate(ptx_lines) if "st.global" in ln]
-    results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line,
+    forms = {}
+    for ln in ptx_lines:
+        if "ld.global" in ln:
+            op = ln.split("ld.global", 1)[1].split()[0]          # ".v4.b32", ".b16", ".L1::evict_last.b16" ...
+            form = "ld.global" + "".join("." + q for q in op.split(".")[1:] if "::" not in q)
+            forms[form] = forms.get(form, 0) + 1
+    results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line, "load_forms": forms,
                     "tma": "cp.async.bulk.tensor" in k.asm["ptx"],
                     "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers),
                     "loads_before_stores": not stores or not loads or max(loads) < min(stores)})
@@ -46,6 +52,7 @@ print(json.dumps(results))
 
 def compile_for_hopper(seed_path, compiles: list[dict]) -> list[dict]:
     """Compile seed kernels for sm_90 in a child process; per compile: wgmma and TMA in the PTX, cuobjdump's usage,
+    the global loads by form ("load_forms", cache hints dropped: {"ld.global.v4.b32": 4, "ld.global.b16": 10}),
     and whether every global load comes before the first barrier, and before the first global store, in the PTX
     (a load after either waits for the loads that the barrier's layout conversion or the store needs: one more
     DRAM round trip in the program's dependent chain)."""

@@ -41,8 +41,12 @@ def test_reference_is_causal_with_zero_history(spec):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("B, D, L", [(1, 8, 256), (2, 5, 300), (3, 3, 2), (1, 9, 1)])
-def test_seed_matches_reference(spec, seed, B, D, L):
+@pytest.mark.parametrize("vec", [0, 1])
+@pytest.mark.parametrize("B, D, L", [(1, 8, 256), (2, 5, 300), (3, 3, 2), (1, 9, 1), (2, 11, 72)])
+def test_seed_matches_reference(spec, seed, B, D, L, vec, monkeypatch):
+    # VEC_W4 takes L % 8 == 0 (L = 256, 72: several 8-position rows, a partial tile); the others fall back
+    monkeypatch.setitem(seed.CONFIGS, "VEC_W4", vec)
+    monkeypatch.setitem(seed.CONFIGS, "BLOCK_L", 64)
     inputs = spec.make_inputs({"B": B, "D": D, "L": L, "W": 4}, "fp32", seed=B + D + L)
     out = seed.causal_conv1d(**inputs)
     assert out.is_contiguous()
@@ -86,3 +90,21 @@ def test_occurrences_prefill_only(spec):
     assert occ(cfg, 2, 64, "decode") == []
     assert occ(MODELS["llama-3.1-8b"], 1, 4096, "prefill") == []
     assert spec.module.PHASES == ("prefill",) and {s.phase for s in spec.shapes} == {"prefill"}
+
+
+def test_vec_kernel_loads_x_as_16_byte_vectors_for_hopper(spec, seed):
+    # The tile kernel issues a 2-byte load per tap and output (74 a thread at 8 x 256); VEC_W4 loads each row of
+    # 8 positions and the 8 before it as 16-byte vectors, leaving 2-byte loads only for the weights and bias
+    # (5 per row a thread)
+    from hopper_compile import compile_for_hopper
+    cfg = seed.CONFIGS
+    assert cfg["VEC_W4"] == 1
+    bf16 = {n: "*bf16" for n in ("x_ptr", "w_ptr", "b_ptr", "y_ptr")}
+    aligned = list(bf16) + ["D", "L", "stride_xb", "stride_xd", "stride_yb", "stride_yd"]
+    job = {"kernel": "_causal_conv1d_w4_vec_kernel", "types": bf16, "aligned": aligned,
+           "constexprs": {"BLOCK_D": cfg["BLOCK_D"], "BLOCK_L": cfg["BLOCK_L"]}, "num_warps": cfg["num_warps"],
+           "num_stages": 1}
+    forms = compile_for_hopper(spec.seed_path, [job])[0]["load_forms"]
+    rows = cfg["BLOCK_D"] * cfg["BLOCK_L"] // 8 // (32 * cfg["num_warps"])
+    assert forms.get("ld.global.v4.b32", 0) >= 2 * rows, forms
+    assert sum(n for f, n in forms.items() if f != "ld.global.v4.b32") <= 5 * rows, forms

@@ -148,14 +148,19 @@ def test_check_names_each_broken_invariant(spec, name):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("atomic", [0, 1])
+@pytest.mark.parametrize("fill", [0, 1])
+@pytest.mark.parametrize("rank", [0, 1, 2])
 @pytest.mark.parametrize("dims, chunk", [({"T": 1, "k": 8, "E": 128, "block": 16}, 1024),
                                          ({"T": 13, "k": 4, "E": 13, "block": 16}, 1024),
                                          ({"T": 100, "k": 3, "E": 16, "block": 8}, 64),
-                                         ({"T": 301, "k": 8, "E": 60, "block": 32}, 512)])
-def test_seed_layouts_are_valid(spec, seed, dims, chunk, atomic):
+                                         ({"T": 301, "k": 8, "E": 60, "block": 32}, 512),
+                                         ({"T": 40, "k": 8, "E": 32, "block": 16}, 1024)])
+def test_seed_layouts_are_valid(spec, seed, dims, chunk, rank, fill):
+    # T=40, E=32: one program whose padding tile is every bin (DIRECT); T=100 and T=301: several chunks (the
+    # fill applies to one program only); fill_tile 64 so the one-program fills take several steps
     for _, cfg in seed.CONFIGS["buckets"]:
-        cfg.update(CHUNK=chunk, RANK_ATOMIC=atomic)
+        cfg.update(CHUNK=chunk, RANK=rank)
+    seed.CONFIGS.update(fill=fill, fill_tile=64)
     inp = spec.make_inputs(dims, "fp32", seed=dims["T"])
     out = seed.moe_align_block_size(**inp)
     shapes = tuple((tuple(t.shape), "int32") for t in out)
@@ -205,13 +210,18 @@ def test_seed_compiles_for_hopper_without_spills(spec):
     ptrs = {n: "*i32" for n in ("ids_ptr", "counts_ptr", "cursor_ptr", "sorted_ptr", "expert_ids_ptr",
                                 "n_post_pad_ptr")}
     compiles = []
-    # one program at E=512 (Qwen3-Next decode), chunked at E=512 with block 128, both rank modes
-    for one, bins, block, experts, atomic in [(1, 512, 16, 512, 0), (1, 512, 16, 512, 1), (0, 512, 128, 16, 0),
-                                              (0, 512, 128, 16, 1)]:
+    # one program at E=512 (Qwen3-Next decode) with the sentinel fill and without it (its experts x BLOCK
+    # tiles), chunked at E=512 with block 128; every rank mode
+    for one, fill, block, experts, rank, chunk in [(1, 1, 16, 512, 0, 2048), (1, 1, 16, 512, 1, 512),
+                                                   (1, 1, 16, 512, 2, 512), (1, 0, 16, 512, 1, 2048),
+                                                   (0, 0, 128, 16, 0, 2048), (0, 0, 128, 16, 1, 256),
+                                                   (0, 0, 128, 16, 2, 256)]:
+        tile = experts if fill else min(experts, 2048 // block)
         compiles.append({"kernel": "_moe_align_block_size_kernel", "types": ptrs, "aligned": list(ptrs),
-                         "constexprs": dict(K=10, CHUNK=2048, NUM_BINS=bins, BLOCK=block, ONE_CHUNK=one,
-                                            COUNT_ROWS=8192 // bins, EXPERTS=experts,
-                                            EXPERT_TILE=min(experts, 2048 // block), MAP_TILE=32, RANK_ATOMIC=atomic),
+                         "constexprs": dict(K=10, CHUNK=chunk, NUM_BINS=512, BLOCK=block, ONE_CHUNK=one,
+                                            COUNT_ROWS=16, EXPERTS=experts, EXPERT_TILE=tile, MAP_TILE=4,
+                                            RANK=rank, MATCH_TILE=32, DIRECT=int(tile == 512), FILL=fill,
+                                            FILL_TILE=1024),
                          "num_warps": 8, "num_stages": 1})
     compiles.append({"kernel": "_moe_align_block_size_count_kernel", "types": ptrs, "aligned": ["ids_ptr", "counts_ptr"],
                      "constexprs": dict(K=10, CHUNK=2048, NUM_BINS=512), "num_warps": 8, "num_stages": 1})

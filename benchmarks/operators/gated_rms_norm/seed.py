@@ -9,11 +9,17 @@ import triton
 import triton.language as tl
 
 # Tunables, keyed by BLOCK_H (H rounded up to a power of two; larger sizes use the largest key). Every entry
-# gives each thread 16 elements of x and 16 of z.
+# gives each thread 16 elements of x and 16 of z. Where T / ROWS would give fewer than min_programs programs
+# (T = 1024 at H = 128: 256 programs of 4 rows on 132 SMs), ROWS halves until it does not (or reaches 1), and
+# the warps shrink with it so each thread keeps 16 elements (at least one warp).
+# FAST=1 (short rows, one chunk) takes rsqrt (one MUFU op, not sqrt and a divide), exp2 and an approximate
+# divide for silu: fewer instructions in a program whose decode time is its dependent chain.
 CONFIGS = {
     "max_block_h": 8192,
+    "min_programs": 528,
+    "FAST": 0,
     "by_block_h": {
-        128: {"ROWS": 16, "num_warps": 4},
+        128: {"ROWS": 4, "num_warps": 1},
         256: {"ROWS": 8, "num_warps": 4},
         512: {"ROWS": 4, "num_warps": 4},
         1024: {"ROWS": 2, "num_warps": 4},
@@ -22,12 +28,14 @@ CONFIGS = {
         8192: {"ROWS": 1, "num_warps": 16},
     },
 }
+SEARCH_SPACE = {"FAST": [0, 1]}      # a code path, not a size: the offline search may flip it
 
 
 @triton.jit
 def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_z_row,
                            stride_z_col, stride_w, stride_y_row, eps,
-                           ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr):
+                           ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
+                           FAST: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -43,8 +51,13 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, strid
         z = tl.load(z_rows + cols[None, :] * stride_z_col, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
         w = tl.load(w_ptr + cols * stride_w, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / H + eps)
-        y = x * rstd[:, None] * w[None, :] * (z / (1.0 + tl.exp(-z)))
+        if FAST:
+            rstd = tl.rsqrt(tl.sum(x * x, axis=1) / H + eps)
+            gate = tl.fdiv(z, 1.0 + tl.exp2(z * -1.4426950408889634), ieee_rounding=False)
+        else:
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / H + eps)
+            gate = z / (1.0 + tl.exp(-z))
+        y = x * rstd[:, None] * w[None, :] * gate
         tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     else:
         acc = tl.zeros([ROWS, BLOCK_H], dtype=tl.float32)
@@ -67,10 +80,17 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, strid
             tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
-def _config(block_h: int) -> dict:
+def _config(block_h: int, T: int) -> dict:
     table = CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
-    return table[fitting[0] if fitting else max(table)]
+    cfg = dict(table[fitting[0] if fitting else max(table)])
+    rows = cfg["ROWS"]
+    while rows > 1 and triton.cdiv(T, rows) < CONFIGS["min_programs"]:
+        rows //= 2
+    if rows != cfg["ROWS"]:
+        cfg["num_warps"] = max(1, cfg["num_warps"] * rows // cfg["ROWS"])
+        cfg["ROWS"] = rows
+    return cfg
 
 
 def gated_rms_norm(x, z, weight, eps=1e-6):
@@ -82,9 +102,9 @@ def gated_rms_norm(x, z, weight, eps=1e-6):
     if T == 0 or H == 0:
         return y
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
-    cfg = _config(block_h)
+    cfg = _config(block_h, T)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _gated_rms_norm_kernel[grid](x, z, weight, y, T, H, x.stride(0), x.stride(1), z.stride(0), z.stride(1),
                                  weight.stride(0), y.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
-                                 NUM_CHUNKS=triton.cdiv(H, block_h), num_warps=cfg["num_warps"])
+                                 NUM_CHUNKS=triton.cdiv(H, block_h), FAST=CONFIGS["FAST"], num_warps=cfg["num_warps"])
     return y

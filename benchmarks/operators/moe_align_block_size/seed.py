@@ -5,28 +5,40 @@ Pairs are cut into chunks of CHUNK. Up to one chunk (decode), one program does e
 Above, a count kernel writes each chunk's expert histogram and a second launch does the rest: program c
 sums the whole (chunks x experts) histogram table itself (a few KB, from L2) to get every expert's padded
 start and the slots of the chunks before it, so no third launch computes offsets. Inside a chunk a pair's
-rank among its expert's pairs comes from sorting (expert, lane) keys (pair order, deterministic), or with
-RANK_ATOMIC from an atomic counter per (chunk, expert) (free order, which the layout allows). Each program
-also writes the padding sentinels and the expert_ids of a slice of the experts, and program 0 n_post_pad.
-No host synchronization; entries past n_post_pad are left unwritten (consumers never read them).
+rank among its expert's pairs comes from one of three (RANK):
+  0  sorting (expert, lane) keys: pair order, deterministic, O(CHUNK log^2 CHUNK) a program;
+  1  an atomic counter per (chunk, expert), seeded with the chunk's bases: free order (the layout allows
+     it), no sort;
+  2  matching: each lane counts the earlier lanes of its chunk with its expert, MATCH_TILE lanes a step
+     (CHUNK^2 compares, no sort, no atomics): pair order, deterministic, for small chunks.
+Each program also writes the padding sentinels and the expert_ids of a slice of the experts (all of them,
+read straight from the histogram's registers, when one program's slice is every bin), and program 0
+n_post_pad; a lone program (one chunk, `fill`) instead fills [0, n_post_pad) with the sentinel before it
+places the pairs. No host synchronization; entries past n_post_pad are left unwritten (consumers never read
+them).
 """
 import torch
 import triton
 import triton.language as tl
 
 # By pairs P = T * k: the first bucket whose bound is >= P. A CHUNK >= P means one program, one launch.
-# Sorting costs O(CHUNK log^2 CHUNK) per program, so big inputs use more, smaller chunks.
+# A program's time here is its instruction chain, not bytes: sorting 2048 keys in one program took 26 us at
+# P = 2048 (2026-12-03), atomic ranks in chunks of 256 (several programs, two launches) 5.5.
 CONFIGS = {
     "buckets": [
-        (1024, dict(CHUNK=1024, RANK_ATOMIC=0, num_warps=4)),
-        (2048, dict(CHUNK=2048, RANK_ATOMIC=0, num_warps=8)),
-        (1 << 62, dict(CHUNK=2048, RANK_ATOMIC=0, num_warps=8)),
+        (16, dict(CHUNK=16, RANK=2, num_warps=4)),
+        (128, dict(CHUNK=128, RANK=1, num_warps=4)),
+        (512, dict(CHUNK=512, RANK=1, num_warps=8)),
+        (1 << 62, dict(CHUNK=256, RANK=1, num_warps=4)),
     ],
     "count_tile": 8192,      # histogram-table elements (chunks x bins) a program sums per loop step
     "pad_tile": 2048,        # experts x BLOCK slots a program pads per step (E=512 at once spilled registers)
-    "map_tile": 32,          # blocks per step when writing an expert's expert_ids entries
+    "map_tile": 4,           # blocks per step when writing an expert's expert_ids entries (decode: 1-2)
+    "match_tile": 32,        # RANK=2: earlier lanes compared per step ([CHUNK, match_tile] in registers)
+    "fill": 1,               # one program: the sentinel over [0, n_post_pad) before the pairs, not per expert
+    "fill_tile": 1024,       # sentinel slots per step of that fill
 }
-SEARCH_SPACE = {"RANK_ATOMIC": [0, 1], "CHUNK": [512, 1024, 2048, 4096]}
+SEARCH_SPACE = {"RANK": [0, 1, 2], "CHUNK": [128, 256, 512, 1024, 2048, 4096], "fill": [0, 1]}
 
 
 @triton.jit
@@ -58,7 +70,8 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
                                  K: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr, BLOCK: tl.constexpr,
                                  ONE_CHUNK: tl.constexpr, COUNT_ROWS: tl.constexpr, EXPERTS: tl.constexpr,
                                  EXPERT_TILE: tl.constexpr, MAP_TILE: tl.constexpr,
-                                 RANK_ATOMIC: tl.constexpr):
+                                 RANK: tl.constexpr, MATCH_TILE: tl.constexpr, DIRECT: tl.constexpr,
+                                 FILL: tl.constexpr, FILL_TILE: tl.constexpr):
     c = tl.program_id(0)
     pair, valid, e = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K, CHUNK)
     bins = tl.arange(0, NUM_BINS)
@@ -80,13 +93,36 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
     start = tl.cumsum(padded, 0) - padded
     base = start + before                     # this chunk's first slot in each expert's group
 
-    if RANK_ATOMIC:
+    if FILL:
+        # One program: the sentinel over [0, n_post_pad) first and the pairs on top of it after the barrier,
+        # instead of an experts x BLOCK tile of masked sentinel stores (E * BLOCK lanes of instructions in a
+        # program whose time is its instruction count).
+        total = tl.sum(padded, 0)
+        for f0 in range(0, total, FILL_TILE):
+            f = f0 + tl.arange(0, FILL_TILE)
+            tl.store(sorted_ptr + f, P, mask=f < total)
+        tl.debug_barrier()
+
+    if RANK == 1:
         # A private counter row per chunk, seeded with its bases; the barrier orders the seeds before the adds.
         row = cursor_ptr + c * NUM_BINS
         tl.store(row + bins, base)
         tl.debug_barrier()
         dest = tl.atomic_add(row + e, 1, mask=valid)
         tl.store(sorted_ptr + dest, pair, mask=valid)
+    elif RANK == 2:
+        # Rank = earlier lanes of this chunk routed to the same expert. The earlier lanes' experts are loaded
+        # again, MATCH_TILE at a time (an L1 hit), rather than sliced out of registers (Triton cannot); a
+        # loop, not unrolled, so the loads are not all hoisted into registers at once.
+        lane = tl.arange(0, CHUNK)
+        rank = tl.zeros([CHUNK], dtype=tl.int32)
+        for j0 in range(0, CHUNK, MATCH_TILE):
+            _, valid_j, e_j = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c * (CHUNK // MATCH_TILE)
+                                                        + j0 // MATCH_TILE, P, K, MATCH_TILE)
+            lane_j = j0 + tl.arange(0, MATCH_TILE)
+            same = (e[:, None] == e_j[None, :]) & (lane_j[None, :] < lane[:, None]) & valid_j[None, :]
+            rank += tl.sum(same.to(tl.int32), 1)
+        tl.store(sorted_ptr + tl.gather(base, e, 0) + rank, pair, mask=valid)
     else:
         lane = tl.arange(0, CHUNK)
         key = tl.sort(tl.where(valid, e, NUM_BINS) * CHUNK + lane)     # pad lanes sort last
@@ -102,12 +138,19 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
     for x0 in tl.static_range(0, EXPERTS, EXPERT_TILE):
         ex = c * EXPERTS + x0 + tl.arange(0, EXPERT_TILE)
         live = ex < E
-        exc = tl.where(live, ex, 0)
-        cnt = tl.gather(totals, exc, 0)
-        st = tl.gather(start, exc, 0)
-        pd = tl.where(live, tl.gather(padded, exc, 0), 0)
-        slot = cnt[:, None] + tl.arange(0, BLOCK)[None, :]
-        tl.store(sorted_ptr + st[:, None] + slot, P, mask=slot < pd[:, None])
+        if DIRECT:
+            # One program, one tile of every bin: the slice is the histogram itself (bins past E count 0).
+            cnt = totals
+            st = start
+            pd = padded
+        else:
+            exc = tl.where(live, ex, 0)
+            cnt = tl.gather(totals, exc, 0)
+            st = tl.gather(start, exc, 0)
+            pd = tl.where(live, tl.gather(padded, exc, 0), 0)
+        if not FILL:
+            slot = cnt[:, None] + tl.arange(0, BLOCK)[None, :]
+            tl.store(sorted_ptr + st[:, None] + slot, P, mask=slot < pd[:, None])
         n_blk = pd // BLOCK
         for m0 in range(0, tl.max(n_blk, 0), MAP_TILE):
             m = m0 + tl.arange(0, MAP_TILE)
@@ -143,9 +186,13 @@ def moe_align_block_size(topk_ids, E=128, block=16):
     num_bins = max(16, triton.next_power_of_2(E))
     table = (num_chunks, num_bins)
     counts = torch.empty(table, dtype=torch.int32, device=dev) if num_chunks > 1 else n_post_pad
-    cursor = torch.empty(table, dtype=torch.int32, device=dev) if cfg["RANK_ATOMIC"] else n_post_pad
+    cursor = torch.empty(table, dtype=torch.int32, device=dev) if cfg["RANK"] == 1 else n_post_pad
     strides = (topk_ids.stride(0), topk_ids.stride(1))
     experts = triton.next_power_of_2(triton.cdiv(E, num_chunks))
+    fill = num_chunks == 1 and bool(CONFIGS["fill"])
+    # With the fill there are no sentinel tiles: one tile of every expert writes the expert_ids entries.
+    expert_tile = experts if fill else min(experts, max(1, CONFIGS["pad_tile"] // block))
+    match_tile = min(chunk, CONFIGS["match_tile"])
     if num_chunks > 1:
         _moe_align_block_size_count_kernel[(num_chunks,)](topk_ids, *strides, counts, P, K=k, CHUNK=chunk,
                                                           NUM_BINS=num_bins, num_warps=cfg["num_warps"])
@@ -153,6 +200,7 @@ def moe_align_block_size(topk_ids, E=128, block=16):
         topk_ids, *strides, counts, cursor, sorted_ids, expert_ids, n_post_pad, P, E, num_chunks,
         K=k, CHUNK=chunk, NUM_BINS=num_bins, BLOCK=block, ONE_CHUNK=num_chunks == 1,
         COUNT_ROWS=max(1, CONFIGS["count_tile"] // num_bins),
-        EXPERTS=experts, EXPERT_TILE=min(experts, max(1, CONFIGS["pad_tile"] // block)), MAP_TILE=CONFIGS["map_tile"],
-        RANK_ATOMIC=cfg["RANK_ATOMIC"], num_warps=cfg["num_warps"])
+        EXPERTS=experts, EXPERT_TILE=expert_tile, MAP_TILE=CONFIGS["map_tile"], RANK=cfg["RANK"],
+        MATCH_TILE=match_tile, DIRECT=num_chunks == 1 and expert_tile == num_bins, FILL=fill,
+        FILL_TILE=CONFIGS["fill_tile"], num_warps=cfg["num_warps"])
     return sorted_ids, expert_ids, n_post_pad
