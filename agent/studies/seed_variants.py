@@ -248,11 +248,14 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # E = 128 is every hot shape: the variants set its entry (ROWS, warps, SELECT) in both T tables
         ("select2_r4_w2", _topk128(4, 2, 2)),                                      # the seed before 2026-12-03
         ("select1_r4_w2", _topk128(4, 2, 1)),
-        # the default at T < large_t_min is SELECT=3 (a bitonic top-k), one token a one-warp program
+        # the default is SELECT=3 (a bitonic top-k) at every T, one token a one-warp program, int32 keys on bf16
+        # logits (456 SASS instructions against 664 at T = 1); the int64 keys and the large-T table (SELECT=1
+        # from 2048 tokens) as before key32 (2026-12-03)
         ("select3_r2_w1", _topk128(2, 1, 3)),
-        ("select3_r1_w2", _topk128(1, 2, 3)),
-        ("select3_r8_w4", _topk128(8, 4, 3)),
-        ("small_t_only", {"large_t_min": 1 << 40}),                                # one table at every T
+        ("int64_keys_large_t", {"key32": 0, "large_t_min": 2048}),
+        ("int64_keys", {"key32": 0}),
+        ("key32_r1_w2", _topk128(1, 2, 3)),
+        ("large_t_select1", {"large_t_min": 2048}),
     ],
     # Hk * D = 128 rows take the 256 entry (half its lanes masked off): narrower entries, more tokens a program
     "reshape_and_cache": [

@@ -138,6 +138,27 @@ def test_seed_select_switch(spec, seed, monkeypatch, select, renormalize):
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("renormalize", [True, False])
+def test_key32_on_bf16_logits(spec, seed, monkeypatch, renormalize):
+    """SELECT=3 with int32 keys (bf16 logits): the ids of the int64 keys exactly (ties to the lower id, -0.0/+0.0,
+    -inf, negative rows) and the same weights; fp32 logits keep the int64 keys."""
+    monkeypatch.setitem(seed.CONFIGS, "by_block_e", {k: dict(v, SELECT=3) for k, v in seed.CONFIGS["by_block_e"].items()})
+    rows = [[-0.0, 0.0, -1.0, float("-inf"), -0.0, -3.0, 2.5, 2.5], [-5.0, -2.0, -2.0, -7.0, -1.0, float("-inf"), -1.0, -9.0]]
+    cases = [spec.make_inputs({"T": T, "E": E, "k": k}, "bf16", seed=T + E) for T, E, k in ((13, 128, 8), (5, 60, 5))]
+    cases.append({"logits": torch.tensor(rows, dtype=torch.bfloat16), "k": 5})
+    for inputs in cases:
+        inputs["renormalize"] = renormalize
+        monkeypatch.setitem(seed.CONFIGS, "key32", 0)
+        w64, ids64 = seed.moe_topk_softmax(**inputs)
+        monkeypatch.setitem(seed.CONFIGS, "key32", 1)
+        w32, ids32 = seed.moe_topk_softmax(**inputs)
+        rw, rids = spec.reference(**inputs)
+        assert torch.equal(ids32, ids64) and torch.equal(ids32, rids.to(ids32.dtype))
+        assert tolerance_failures(w32, rw, spec.tolerance("bf16")) == []
+        torch.testing.assert_close(w32, w64, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.interpreter
 def test_many_tokens_take_the_large_t_entry(spec, seed, monkeypatch):
     """From large_t_min tokens on, an entry of large_t_by_block_e replaces the one of the same key (at T = 4096 the
     bitonic top-k lost to k rounds); a key it lacks falls back to by_block_e. Both sides of the bound agree with

@@ -18,7 +18,11 @@ Structural switch SELECT (per table entry):
   to the minimum int64.
 - 3: the same keys, and the k largest taken at once by a bitonic top-k (tl.topk, BLOCK_K keys largest first)
   instead of k rounds: about log2(BLOCK_K) * log2(BLOCK_E) compare-and-swap steps in place of k full row
-  reductions of log2(BLOCK_E) levels each. Slots from K up to BLOCK_K are never stored.
+  reductions of log2(BLOCK_E) levels each. Slots from K up to BLOCK_K are never stored. With KEY32 (bf16
+  logits, CONFIGS["key32"]) the keys are int32: a bf16 value's order-preserving bits fill the high 16 bits
+  exactly (its fp32 form has 16 zero low bits) and BLOCK_E - 1 - column the low 16, so every compare,
+  select and shuffle of the top-k is one 32-bit instruction instead of two; with RENORMALIZE the weights'
+  shift is the largest chosen logit, so no separate row maximum is taken.
 """
 import torch
 import triton
@@ -28,8 +32,10 @@ import triton.language as tl
 # program and warps, about 16 logits a thread. At E = 128: SELECT=3 with one token a one-warp program (variant
 # `select3_r1_w1`), 2.10-3.08 us at T = 1-1024 on the H200 where SELECT=2 with 4 tokens took 2.93-3.43
 # (2026-12-03, benchmarks/results/new_ops_h200.md). From large_t_min tokens on, large_t_by_block_e replaces an
-# entry of the same key: at T = 4096 the bitonic top-k's extra work shows (6.30 us) and SELECT=1 with 4 tokens
-# timed fastest (4.98; SELECT=2 5.60). T between 1024 and 4096 was not timed.
+# entry of the same key: with int64 keys at T = 4096 the bitonic top-k's extra work showed (6.30 us) and
+# SELECT=1 with 4 tokens timed fastest (4.98; SELECT=2 5.60). With int32 keys (key32) the bitonic top-k was the
+# fastest at every T (T = 1-4096: 1.93-4.75 us against 2.12-5.07, variant `key32_all_t`, 2026-12-03), so
+# large_t_min is out of reach and the large-T table a switch for the search.
 CONFIGS = {
     "by_block_e": {
         8: {"ROWS": 64, "num_warps": 1, "SELECT": 2},
@@ -42,18 +48,19 @@ CONFIGS = {
         1024: {"ROWS": 2, "num_warps": 4, "SELECT": 2},
         2048: {"ROWS": 1, "num_warps": 4, "SELECT": 2},
     },
-    "large_t_min": 2048,
+    "key32": 1,              # SELECT=3 on bf16 logits: int32 keys (see the docstring)
+    "large_t_min": 1 << 40,
     "large_t_by_block_e": {
         128: {"ROWS": 4, "num_warps": 2, "SELECT": 1},
     },
 }
-SEARCH_SPACE = {"SELECT": [0, 1, 2, 3]}
+SEARCH_SPACE = {"SELECT": [0, 1, 2, 3], "key32": [0, 1]}
 
 
 @triton.jit
 def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, stride_id,
                              ROWS: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
-                             RENORMALIZE: tl.constexpr, SELECT: tl.constexpr):
+                             RENORMALIZE: tl.constexpr, SELECT: tl.constexpr, KEY32: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -67,10 +74,19 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
     if SELECT >= 2:
         bits = x.to(tl.int32, bitcast=True)
         key32 = tl.where(x == 0.0, 0, tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits))
-        left = (key32.to(tl.int64) << 32) | (BLOCK_E - 1 - cols)[None, :].to(tl.int64)
+        left = (key32.to(tl.int64) << 32) | (BLOCK_E - 1 - cols)[None, :].to(tl.int64)     # unused with KEY32
     else:
         left = x
-    if SELECT == 3:
+    if SELECT == 3 and KEY32:
+        # bf16 logits: the high 16 bits of the order-preserving key32 carry the whole value (negative keys have
+        # all-ones low bits, dropped here and put back when decoding)
+        best_key = tl.topk((key32 & -65536) | (BLOCK_E - 1 - cols)[None, :], BLOCK_K, dim=1)
+        chosen_id = BLOCK_E - 1 - (best_key & 0xFFFF)
+        k32 = best_key & -65536
+        best = tl.where(k32 < 0, (k32 | 0xFFFF) ^ 0x7FFFFFFF, k32).to(tl.float32, bitcast=True)
+        shift = tl.max(best, axis=1) if RENORMALIZE else top
+        chosen_e = tl.where(row_mask[:, None] & (slots < K)[None, :], tl.exp(best - shift[:, None]), 0.0)
+    elif SELECT == 3:
         best_key = tl.topk(left, BLOCK_K, dim=1)          # [ROWS, BLOCK_K], largest first
         chosen_id = BLOCK_E - 1 - (best_key & 0xFFFFFFFF).to(tl.int32)
         k32 = (best_key >> 32).to(tl.int32)
@@ -138,5 +154,6 @@ def moe_topk_softmax(logits, k=8, renormalize=True):
     _moe_topk_softmax_kernel[grid](logits, weights, ids, T, E, k, logits.stride(0), weights.stride(0), ids.stride(0),
                                    ROWS=cfg["ROWS"], BLOCK_E=block_e, BLOCK_K=triton.next_power_of_2(k),
                                    RENORMALIZE=bool(renormalize), SELECT=cfg["SELECT"],
+                                   KEY32=bool(CONFIGS["key32"]) and logits.dtype == torch.bfloat16 and block_e <= 1 << 16,
                                    num_warps=cfg["num_warps"])
     return weights, ids
