@@ -156,6 +156,9 @@ def test_key32_on_bf16_logits(spec, seed, monkeypatch, renormalize):
         assert torch.equal(ids32, ids64) and torch.equal(ids32, rids.to(ids32.dtype))
         assert tolerance_failures(w32, rw, spec.tolerance("bf16")) == []
         torch.testing.assert_close(w32, w64, rtol=1e-6, atol=1e-7)
+    # fp32 logits that differ below bf16's precision: int32 keys would tie them, the int64 ones order them
+    close = torch.tensor([[1.0, 1.0 + 2.0 ** -20, 0.5]])
+    assert seed.moe_topk_softmax(close, 1, renormalize)[1].tolist() == [[1]]
 
 
 @pytest.mark.interpreter
