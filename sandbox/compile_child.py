@@ -66,8 +66,8 @@ def serial_loads(ptx: str) -> dict[str, int]:
     after a barrier (a reduction's or a layout conversion's) is not even issued until the values before it have
     arrived: one more memory round trip in the program's dependent chain. In a latency-bound kernel (decode
     shapes, a few microseconds) that round trip is a large share of its time; five seeds of ours lost 5-30%
-    this way (benchmarks/results/new_ops_h200.md, sessions 11-13). Loads in loops (a K loop, a chunked row's second pass) are left out: re-reading there is the
-    algorithm, not an ordering accident."""
+    this way (benchmarks/results/new_ops_h200.md, sessions 11-13). Loads in loops (a K loop, a chunked row's
+    second pass) are left out: re-reading there is the algorithm, not an ordering accident."""
     lines = _PTX_COMMENT.sub(" ", ptx).splitlines()
     labels = {m.group(1): i for i, ln in enumerate(lines) if (m := _PTX_LABEL.match(ln))}
     loops = [(labels[m.group(1)], i) for i, ln in enumerate(lines) for m in _PTX_BRANCH.finditer(ln)

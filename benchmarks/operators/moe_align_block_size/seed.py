@@ -137,13 +137,13 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
     # their padding sentinels and their blocks' expert_ids entries.
     for x0 in tl.static_range(0, EXPERTS, EXPERT_TILE):
         ex = c * EXPERTS + x0 + tl.arange(0, EXPERT_TILE)
-        live = ex < E
         if DIRECT:
             # One program, one tile of every bin: the slice is the histogram itself (bins past E count 0).
             cnt = totals
             st = start
             pd = padded
         else:
+            live = ex < E
             exc = tl.where(live, ex, 0)
             cnt = tl.gather(totals, exc, 0)
             st = tl.gather(start, exc, 0)
