@@ -177,33 +177,26 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16))],
-    # the split-row path at every B (2026-12-02 session 9), then the one-program path it replaced (its key search
-    # 2 to 32 ways, each only with the split path off), chunks per row, the split path's tile and ways
+    # the split-row path at every B (2026-12-02 session 9); its counters kept per thread across a chunk (LOCAL_ACC)
+    # with chunks per row, tile and warps
     "top_k_top_p_filter": [
-        ("one_program", {"SPLIT_MAX_B": 0}),                       # the seed before the split path
-        ("bisect", {"SPLIT_MAX_B": 0, "WAYS": 2}), ("ways4", {"SPLIT_MAX_B": 0, "WAYS": 4}),
-        ("ways32_b256", {"SPLIT_MAX_B": 0, "WAYS": 32, "BLOCK_V": 256}),
-        ("split_b32_p264", {"SPLIT_MAX_B": 32, "SPLIT_PROGRAMS": 264, "SPLIT_MAX_CHUNKS": 0}),   # before session 9
-        ("split_uncapped", {"SPLIT_MAX_CHUNKS": 0}),               # B = 2: 528 one-tile chunks
-        ("split_p2112", {"SPLIT_PROGRAMS": 2112}),                 # B = 64: 32 chunks, B = 256: 8
-        ("split_p528", {"SPLIT_PROGRAMS": 528}),                   # B = 64: 8, B = 256: 2
-        ("split_cap64", {"SPLIT_MAX_CHUNKS": 64}),                 # B = 2: 64 chunks of 4 tiles
-        ("split16", {"SPLITS": 16}), ("split64", {"SPLITS": 64}),
-        ("split_b256", {"SPLIT_BLOCK_V": 256}),
-        ("split_b1024_w8", {"SPLIT_BLOCK_V": 1024, "SPLIT_num_warps": 8}),
-        ("split_w8", {"SPLIT_num_warps": 8}),
-        ("split_ways32_b256", {"SPLIT_WAYS": 32, "SPLIT_BLOCK_V": 256}),     # 15 launches instead of 17
+        # (the one-program path, its 2-32-way searches and the earlier split tables: timed in sessions 8-10)
+        ("seed_before", {"LOCAL_ACC": 0}),                          # the seed before 2026-12-03
+        ("local_acc_split16", {"LOCAL_ACC": 1, "SPLITS": 16}),
+        ("local_acc_b256", {"LOCAL_ACC": 1, "SPLIT_BLOCK_V": 256}),
+        ("local_acc_w8", {"LOCAL_ACC": 1, "SPLIT_num_warps": 8}),
+        ("local_acc_p2112", {"LOCAL_ACC": 1, "SPLIT_PROGRAMS": 2112}),
+        ("split16", {"LOCAL_ACC": 0, "SPLITS": 16}),               # fastest at B = 256 (2026-12-03)
     ],
-    # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt
+    # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
+    # decode defaults since 2026-12-02); now one three-value exchange for the row's statistics (CHAN)
     "layer_norm": [
+        ("decode_chan8", _every("decode_by_block_h", CHAN=8)),
+        ("decode_chan4", _every("decode_by_block_h", CHAN=4)),
+        ("decode_chan8_w4", {**_every("decode_by_block_h", CHAN=8), "decode_by_block_h.4096.num_warps": 4}),
+        ("decode_chan8_w16", {**_every("decode_by_block_h", CHAN=8), "decode_by_block_h.4096.num_warps": 16}),
+        ("chan8", {**_every("decode_by_block_h", CHAN=8), **_every("by_block_h", CHAN=8)}),
         ("decode_plain", _every("decode_by_block_h", PRELOAD_WB=0, RSQRT=0)),    # the seed before 2026-12-02
-        ("decode_no_rsqrt", _every("decode_by_block_h", RSQRT=0)),
-        ("preload_rsqrt", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
-                           **_every("by_block_h", PRELOAD_WB=1, RSQRT=1)}),
-        ("decode_preload_w16", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
-                                "decode_by_block_h.4096.num_warps": 16}),
-        ("decode_preload_w4", {**_every("decode_by_block_h", PRELOAD_WB=1, RSQRT=1),
-                               "decode_by_block_h.4096.num_warps": 4}),
     ],
     # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
     "qk_rms_norm": [
@@ -225,13 +218,16 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
                         "by_block_h.8192.num_warps": 8, "decode_by_block_h.8192.num_warps": 8}),
         ("decode_plain", {**_every("decode_by_block_h", PRELOAD_W=0), "decode_by_block_h.8192.num_warps": 16}),
     ],
-    # T = 256 rows of 129k-152k logits: pass 2 re-reads x from DRAM (66-78 MB > the 50 MB L2)
+    # T = 256 rows of 129k-152k logits: pass 2 re-reads x from DRAM (66-78 MB > the 50 MB L2); T = 64: pass 1
+    # issues two exps a logit, about the exp unit's rate at DRAM bandwidth
     "softmax": [
-        ("plain", {"REVERSE": 0, "BLOCK_V": 1024, "num_warps": 4}),            # the seed before 2026-12-02
-        ("reverse_b1024_w4", {"BLOCK_V": 1024, "num_warps": 4}),
-        ("reverse_evict_last", {"PASS1_EVICT_LAST": 1}),
-        ("reverse_b1024_w4_splits128", {"BLOCK_V": 1024, "num_warps": 4, "MAX_SPLITS": 128, "TARGET_PROGRAMS": 1056}),
-        ("reverse_splits128", {"MAX_SPLITS": 128, "TARGET_PROGRAMS": 1056}),
+        ("b2048_group1", {"GROUP": 1, "BLOCK_V": 2048}),                      # the seed before 2026-12-03
+        ("stages3", {"STAGES": 3}),
+        ("b8192", {"BLOCK_V": 8192}),
+        ("w16", {"num_warps": 16}),
+        ("b8192_w16", {"BLOCK_V": 8192, "num_warps": 16}),
+        ("rows24m_cs", {"ROW_GROUP_BYTES": 24 << 20, "STORE_CS": 1}),
+        ("programs1056", {"TARGET_PROGRAMS": 1056, "MAX_SPLITS": 128}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [

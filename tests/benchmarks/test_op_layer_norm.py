@@ -94,10 +94,11 @@ def _switched(seed, **values):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("preload, rsqrt", [(1, 0), (0, 1), (1, 1)])
-def test_seed_switches_match_reference(spec, seed, monkeypatch, preload, rsqrt):
-    """PRELOAD_WB and RSQRT on the one-pass path (decode and prefill tables) and the three-pass path."""
-    monkeypatch.setattr(seed, "CONFIGS", _switched(seed, PRELOAD_WB=preload, RSQRT=rsqrt))
+@pytest.mark.parametrize("preload, rsqrt, chan", [(1, 0, 0), (0, 1, 8), (1, 1, 4)])
+def test_seed_switches_match_reference(spec, seed, monkeypatch, preload, rsqrt, chan):
+    """PRELOAD_WB, RSQRT and CHAN (the statistics merged from per-thread groups; rows of 37 and 200 leave groups
+    partly and wholly masked) on the one-pass path (decode and prefill tables) and the three-pass path."""
+    monkeypatch.setattr(seed, "CONFIGS", _switched(seed, PRELOAD_WB=preload, RSQRT=rsqrt, CHAN=chan))
     for T, H, decode_max_t in ((3, 200, 256), (5, 37, 0), (2, 4096, 256)):
         monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
         inputs = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T + H)

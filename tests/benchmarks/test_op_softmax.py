@@ -116,3 +116,32 @@ def test_seed_reverse_and_evict_switches(spec, seed, monkeypatch, reverse, evict
         assert seed._split(T, V, 256)[1] > 1
         inputs = spec.make_inputs({"T": T, "V": V}, "fp32", seed=T + V)
         assert tolerance_failures(seed.softmax(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("group, row_bytes, cs, stages", [(8, 0, 0, 1), (4, 12000, 1, 2), (8, 12000, 0, 3)])
+def test_seed_grouped_max_row_groups_and_stages(spec, seed, monkeypatch, group, row_bytes, cs, stages):
+    """GROUP (pass 1's per-thread max of G logits, one exp a logit), ROW_GROUP_BYTES (both passes a group of
+    rows at a time: 12000 bytes is one 10000-byte fp32 row of V = 2500 a group), STORE_CS and STAGES, on rows
+    split in several chunks whose last tile is partly masked."""
+    for key, value in (("GROUP", group), ("ROW_GROUP_BYTES", row_bytes), ("STORE_CS", cs), ("STAGES", stages),
+                       ("BLOCK_V", 256)):
+        monkeypatch.setitem(seed.CONFIGS, key, value)
+    for T, V in ((3, 2500), (2, 1000)):
+        assert seed._split(T, V, 256)[1] > 1
+        inputs = spec.make_inputs({"T": T, "V": V}, "fp32", seed=T + V + group)
+        assert len(seed._row_groups(T, V * 4)) == (T if row_bytes and T * V * 4 > row_bytes else 1)
+        assert tolerance_failures(seed.softmax(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+def test_row_groups_cover_every_row_once_within_the_limit(seed, monkeypatch):
+    monkeypatch.setitem(seed.CONFIGS, "ROW_GROUP_BYTES", 24 << 20)
+    for T, row_bytes in ((256, 151936 * 2), (64, 151936 * 2), (1, 256000 * 4), (1000, 32000 * 2), (7, 30 << 20)):
+        groups = seed._row_groups(T, row_bytes)
+        assert groups[0][0] == 0 and groups[-1][1] == T
+        assert all(a[1] == b[0] for a, b in zip(groups, groups[1:]))          # contiguous, no row twice
+        assert all((r1 - r0) * row_bytes <= 24 << 20 or r1 - r0 == 1 for r0, r1 in groups)
+        assert len(groups) == 1 or T * row_bytes > 24 << 20
+    assert seed._row_groups(256, 151936 * 2) == [(0, 64), (64, 128), (128, 192), (192, 256)]   # <= 82 rows, equal
+    monkeypatch.setitem(seed.CONFIGS, "ROW_GROUP_BYTES", 0)
+    assert seed._row_groups(256, 151936 * 2) == [(0, 256)]

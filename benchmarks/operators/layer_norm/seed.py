@@ -9,6 +9,13 @@ Structural switches (constexpr, per table entry; 0 is the earlier seed):
   instead of following the two row reductions: at decode (T = 16-256, one row per program) each program's
   time is a chain of dependent latencies, and the later loads were one more L2 round trip at its end.
 - RSQRT=1 takes rstd = rsqrt(var + eps) (one MUFU op) instead of 1 / sqrt(var + eps) (sqrt, then a divide).
+- CHAN=G > 0 (one-pass rows): each thread takes the count, mean and centred sum of squares of each of its groups
+  of G contiguous elements in registers, and one three-value reduction merges the groups (Chan et al.'s
+  pairwise update: exact centring, no E[x^2] - mean^2), so the row's statistics cost one exchange across the
+  program's warps instead of two in a row (the mean's, then the variance's). At decode each program's time is
+  its chain of dependent steps, and a cross-warp reduction is a barrier and a shared-memory round trip.
+  Measured slower on the H200 and off (2026-12-03): 3.71-3.94 us at T = 16-64 against 2.61-2.78 (the merge's
+  divides and three values a shuffle cost more than the exchange it saves); a switch for the search only.
 Row counts up to CONFIGS["decode_max_t"] take the decode table, larger ones by_block_h.
 """
 import torch
@@ -23,29 +30,38 @@ CONFIGS = {
     "max_block_h": 8192,
     "decode_max_t": 256,
     "by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
     },
     "decode_by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
-        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
-        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
-        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1},
-        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 1, "RSQRT": 1},
-        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
     },
 }
-SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1]}
+SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8]}
+
+
+@triton.jit
+def _chan_merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
+    """Count, mean and centred sum of squares of two disjoint sets from each one's (Chan, Golub, LeVeque)."""
+    n = n_a + n_b
+    f = n_b / tl.maximum(n, 1.0)          # two empty sets (masked groups) merge to an empty one, not 0 / 0
+    d = mean_b - mean_a
+    return n, mean_a + d * f, m2_a + m2_b + d * d * n_a * f
 
 
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
                        ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr):
+                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr, CHAN: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -60,12 +76,24 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
             b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
-        mean = tl.sum(x, axis=1) / H
-        xc = tl.where(mask, x - mean[:, None], 0.0)
-        if RSQRT:
-            rstd = tl.rsqrt(tl.sum(xc * xc, axis=1) / H + eps)
+        if CHAN > 0:
+            # groups of CHAN contiguous elements, a thread's own registers (its vector loads' elements)
+            xg = tl.reshape(x, [ROWS, BLOCK_H // CHAN, CHAN])
+            inside = tl.reshape(mask.to(tl.float32), [ROWS, BLOCK_H // CHAN, CHAN])
+            n_g = tl.sum(inside, axis=2)
+            mean_g = tl.sum(xg, axis=2) / tl.maximum(n_g, 1.0)       # masked elements were loaded as 0
+            dev = (xg - mean_g[:, :, None]) * inside
+            _, mean, m2 = tl.reduce((n_g, mean_g, tl.sum(dev * dev, axis=2)), 1, _chan_merge)
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            var = m2 / H
         else:
-            rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / H + eps)
+            mean = tl.sum(x, axis=1) / H
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            var = tl.sum(xc * xc, axis=1) / H
+        if RSQRT:
+            rstd = tl.rsqrt(var + eps)
+        else:
+            rstd = 1.0 / tl.sqrt(var + eps)
         if not PRELOAD_WB:
             w = tl.load(w_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
             b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
@@ -121,5 +149,6 @@ def layer_norm(x, weight, bias, eps=1e-5):
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _layer_norm_kernel[grid](x, weight, bias, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
                              ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
-                             PRELOAD_WB=cfg["PRELOAD_WB"], RSQRT=cfg["RSQRT"], num_warps=cfg["num_warps"])
+                             PRELOAD_WB=cfg["PRELOAD_WB"], RSQRT=cfg["RSQRT"], CHAN=cfg["CHAN"],
+                             num_warps=cfg["num_warps"])
     return y

@@ -11,6 +11,20 @@ the H200's 50 MB L2, so pass 2 re-reads it from DRAM. REVERSE=1 runs pass 2's pr
 (last row and chunk first): pass 1 ended on those, so the first part of pass 2 finds them still in L2 instead
 of starting on the oldest (already evicted) lines. PASS1_EVICT_LAST=1 loads pass 1's tiles with
 evict_last, asking L2 to keep them for the re-read.
+
+Three more (0 is the seed before 2026-12-03):
+- GROUP = G > 1: pass 1 takes the max of each thread's G contiguous logits first (an in-register reduction
+  of a [BLOCK_V / G, G] view) and rescales one running sum per group, so a logit costs one exp, not two
+  (the rescale's exp is one per G). At T = 64-256 rows of 129k-152k logits pass 1 issues about as many
+  exps as bytes it reads per ns of DRAM bandwidth: the exp unit, not memory, paced it.
+- ROW_GROUP_BYTES = N > 0: when x is larger than N bytes, both passes run over groups of rows of at most N
+  bytes, pass 1 then pass 2 for each group in turn, so pass 2 re-reads a group pass 1 has just left in L2
+  rather than the first rows of a 66-78 MB input the L2 has long evicted.
+- STORE_CS: pass 2 stores with the streaming hint (.cs), so the fp32 output (twice the bytes of bf16 x)
+  passes through L2 without pushing out the x pass 2 is about to re-read.
+- STAGES = S > 1: both passes' loops prefetch S - 1 tiles ahead (cp.async into shared memory, Triton's
+  pipeliner); 1 is a plain loop, one 16-byte load a thread in flight, then its arithmetic. More bytes in
+  flight per SM is what a streaming pass needs to reach DRAM bandwidth (Little's law).
 """
 import torch
 import triton
@@ -18,22 +32,29 @@ import triton.language as tl
 
 # BLOCK_V: elements a program handles per step; TARGET_PROGRAMS: programs the split aims for (a multiple
 # of the H200's 132 SMs), so SPLITS = TARGET_PROGRAMS / T chunks per row, at least one tile each.
-# REVERSE with 2048-wide steps and 8 warps: the variant `reverse_b2048_w8`, 14-18% faster than the earlier
-# seed on every hot shape on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md).
+# REVERSE with 8 warps: the variant `reverse_b2048_w8`, 14-18% faster than the earlier seed on every hot shape on
+# the H200 (2026-12-02). GROUP 8 with 4096-wide steps: the variant `group8_b4096`, 0.82-0.92 of that on every hot
+# shape (2026-12-03: T256-V151936 90.0 us against 98.1, T64-V129280 19.8 against 23.3; new_ops_h200.md).
 CONFIGS = {
-    "BLOCK_V": 2048,
+    "BLOCK_V": 4096,
     "TARGET_PROGRAMS": 528,
     "MAX_SPLITS": 64,
     "num_warps": 8,
     "REVERSE": 1,
     "PASS1_EVICT_LAST": 0,
+    "GROUP": 8,
+    "ROW_GROUP_BYTES": 0,
+    "STORE_CS": 0,
+    "STAGES": 1,
 }
-SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1]}
+SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1], "GROUP": [1, 4, 8], "STORE_CS": [0, 1],
+                "STAGES": [1, 2, 3],
+                "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20]}
 
 
 @triton.jit
 def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_V: tl.constexpr,
-                             EVICT_LAST: tl.constexpr):
+                             EVICT_LAST: tl.constexpr, GROUP: tl.constexpr, STAGES: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     start = split * CHUNK
@@ -41,17 +62,24 @@ def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_
     cols = tl.arange(0, BLOCK_V)
     # A finite floor instead of -inf for the running max: lanes that only ever see the masked tail keep
     # m = -1e30 and s = 0, and no -inf - -inf (NaN) is ever formed.
-    m = tl.full([BLOCK_V], -1.0e30, tl.float32)
-    s = tl.zeros([BLOCK_V], dtype=tl.float32)
-    for off in range(start, end, BLOCK_V):
+    m = tl.full([BLOCK_V // GROUP], -1.0e30, tl.float32)
+    s = tl.zeros([BLOCK_V // GROUP], dtype=tl.float32)
+    for off in tl.range(start, end, BLOCK_V, num_stages=STAGES):
         c = off + cols
         if EVICT_LAST:
             x = tl.load(x_ptr + row * stride_x + c, mask=c < end, other=float("-inf"),
                         eviction_policy="evict_last").to(tl.float32)
         else:
             x = tl.load(x_ptr + row * stride_x + c, mask=c < end, other=float("-inf")).to(tl.float32)
-        m_new = tl.maximum(m, x)
-        s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
+        if GROUP > 1:
+            # each group is GROUP contiguous logits, the ones a thread's vector load brought in: the max and
+            # the sum below stay in registers
+            xg = tl.reshape(x, [BLOCK_V // GROUP, GROUP])
+            m_new = tl.maximum(m, tl.max(xg, axis=1))
+            s = s * tl.exp(m - m_new) + tl.sum(tl.exp(xg - m_new[:, None]), axis=1)
+        else:
+            m_new = tl.maximum(m, x)
+            s = s * tl.exp(m - m_new) + tl.exp(x - m_new)
         m = m_new
     m_all = tl.max(m, axis=0)
     s_all = tl.sum(s * tl.exp(m - m_all), axis=0)
@@ -62,7 +90,8 @@ def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_
 
 @triton.jit
 def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHUNK, SPLITS,
-                              BLOCK_V: tl.constexpr, BLOCK_S: tl.constexpr, REVERSE: tl.constexpr):
+                              BLOCK_V: tl.constexpr, BLOCK_S: tl.constexpr, REVERSE: tl.constexpr,
+                              STORE_CS: tl.constexpr, STAGES: tl.constexpr):
     if REVERSE:     # the programs pass 1 ran last first: their tiles are the ones still in L2
         row = (tl.num_programs(0) - 1 - tl.program_id(0)).to(tl.int64)
         split = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -78,12 +107,15 @@ def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHU
     start = split * CHUNK
     end = tl.minimum(start + CHUNK, V)
     cols = tl.arange(0, BLOCK_V)
-    for off in range(start, end, BLOCK_V):
+    for off in tl.range(start, end, BLOCK_V, num_stages=STAGES):
         c = off + cols
         mask = c < end
         x = tl.load(x_ptr + row * stride_x + c, mask=mask, other=float("-inf"),
                     eviction_policy="evict_first").to(tl.float32)
-        tl.store(y_ptr + row * stride_y + c, tl.exp(x - m) * inv, mask=mask)
+        if STORE_CS:
+            tl.store(y_ptr + row * stride_y + c, tl.exp(x - m) * inv, mask=mask, cache_modifier=".cs")
+        else:
+            tl.store(y_ptr + row * stride_y + c, tl.exp(x - m) * inv, mask=mask)
 
 
 def _split(T: int, V: int, block_v: int) -> tuple[int, int]:
@@ -92,6 +124,32 @@ def _split(T: int, V: int, block_v: int) -> tuple[int, int]:
     want = max(1, min(CONFIGS["MAX_SPLITS"], tiles, triton.cdiv(CONFIGS["TARGET_PROGRAMS"], T)))
     chunk = triton.cdiv(tiles, want) * block_v
     return chunk, triton.cdiv(V, chunk)
+
+
+def _row_groups(T: int, row_bytes: int) -> list[tuple[int, int]]:
+    """[(first row, end row)] of the groups both passes run over in turn: all T rows at once unless
+    ROW_GROUP_BYTES is set and x is larger, then equal groups of at most that many bytes (one row at least)."""
+    limit = CONFIGS["ROW_GROUP_BYTES"]
+    if limit <= 0 or T * row_bytes <= limit:
+        return [(0, T)]
+    n = triton.cdiv(T, max(1, limit // row_bytes))
+    size = triton.cdiv(T, n)
+    return [(r, min(r + size, T)) for r in range(0, T, size)]
+
+
+def _softmax_rows(x, y, part, block_v: int) -> None:
+    """Both passes over the rows of x (a [T, V] view), into y (a [T, V] view)."""
+    T, V = x.shape
+    chunk, splits = _split(T, V, block_v)
+    part = part[:T * splits * 2]
+    grid = (T, splits)
+    _softmax_partials_kernel[grid](x, part, V, x.stride(0), chunk, splits, BLOCK_V=block_v,
+                                   EVICT_LAST=CONFIGS["PASS1_EVICT_LAST"], GROUP=CONFIGS["GROUP"],
+                                   STAGES=CONFIGS["STAGES"], num_warps=CONFIGS["num_warps"])
+    _softmax_normalize_kernel[grid](x, part, y, V, x.stride(0), y.stride(0), chunk, splits, BLOCK_V=block_v,
+                                    BLOCK_S=triton.next_power_of_2(splits), REVERSE=CONFIGS["REVERSE"],
+                                    STORE_CS=CONFIGS["STORE_CS"], STAGES=CONFIGS["STAGES"],
+                                    num_warps=CONFIGS["num_warps"])
 
 
 def softmax(x):
@@ -104,12 +162,11 @@ def softmax(x):
     if T == 0 or V == 0:
         return y
     block_v = CONFIGS["BLOCK_V"]
-    chunk, splits = _split(T, V, block_v)
-    part = torch.empty((T, splits, 2), dtype=torch.float32, device=x.device)
-    grid = (T, splits)
-    _softmax_partials_kernel[grid](x, part, V, x.stride(0), chunk, splits, BLOCK_V=block_v,
-                                   EVICT_LAST=CONFIGS["PASS1_EVICT_LAST"], num_warps=CONFIGS["num_warps"])
-    _softmax_normalize_kernel[grid](x, part, y, V, x.stride(0), y.stride(0), chunk, splits, BLOCK_V=block_v,
-                                    BLOCK_S=triton.next_power_of_2(splits), REVERSE=CONFIGS["REVERSE"],
-                                    num_warps=CONFIGS["num_warps"])
+    groups = _row_groups(T, V * x.element_size())
+    # one partials buffer, as large as the most any group needs (a shorter last group can take more splits a
+    # row, and more pairs in all); groups run one after another on the stream
+    pairs = max((r1 - r0) * _split(r1 - r0, V, block_v)[1] for r0, r1 in groups)
+    part = torch.empty(pairs * 2, dtype=torch.float32, device=x.device)
+    for r0, r1 in groups:
+        _softmax_rows(x[r0:r1], y[r0:r1], part, block_v)
     return y

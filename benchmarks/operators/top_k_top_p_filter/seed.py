@@ -51,7 +51,15 @@ CONFIGS = {
     # The split path's tile, warps and ways (its own: a chunk is a few tiles, so a pass costs about one launch
     # plus reading N x WAYS partials; more ways mean fewer launches but WAYS compares per logit each).
     "SPLIT_BLOCK_V": 512, "SPLIT_num_warps": 4, "SPLIT_WAYS": 16,
+    # LOCAL_ACC=1: each thread adds its compares into its own [BLOCK_V, WAYS] counters over the whole chunk and
+    # the counters are summed across threads once, after the loop; 0 (the seed before 2026-12-03) sums every
+    # tile's masses across the program's warps (in Hopper SASS the top-p loop held 7 barriers a tile with it, 4
+    # without; the integer counts were already summed after the loop by the compiler; 74 tiles a pass at
+    # B = 256). 1: the variant `local_acc`, 0.91-0.94 of the time at B = 64, 0.87-0.91 at B = 2 and 0.98-0.99 at
+    # B = 256 on the H200 (2026-12-03, benchmarks/results/new_ops_h200.md); 144 registers a thread, not 48.
+    "LOCAL_ACC": 1,
 }
+SEARCH_SPACE = {"LOCAL_ACC": [0, 1]}
 
 
 @triton.jit
@@ -199,7 +207,8 @@ def _p_step(lo, hi, mass, inv_z, p, WAYS: tl.constexpr):
 
 @triton.jit
 def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out, st_in, st_out,
-                       BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr, FIRST: tl.constexpr):
+                       BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr, FIRST: tl.constexpr,
+                       LOCAL_ACC: tl.constexpr):
     """One top-k pass over chunk c of row b: apply the previous pass's summed counts, count this pass's
     candidates in the chunk (the first pass starts from the whole float range and keeps the chunk's max)."""
     row = tl.program_id(0)
@@ -220,13 +229,19 @@ def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out
     start = c * CH
     end = tl.minimum(start + CH, V)
     cnt = tl.zeros([WAYS], dtype=tl.int32)
+    cnt_2d = tl.zeros([BLOCK_V, WAYS], dtype=tl.int32)
     mx = tl.full([BLOCK_V], float("-inf"), tl.float32)
     for off in range(start, end, BLOCK_V):
         # padding reads -inf: it can only count for a candidate at -inf, which is j = 0 (lo), always taken
         x = tl.load(x_row + off + cols, mask=off + cols < end, other=float("-inf"))
-        cnt += tl.sum((x[:, None] >= tf[None, :]).to(tl.int32), axis=0)
+        if LOCAL_ACC:
+            cnt_2d += (x[:, None] >= tf[None, :]).to(tl.int32)
+        else:
+            cnt += tl.sum((x[:, None] >= tf[None, :]).to(tl.int32), axis=0)
         if FIRST:
             mx = tl.maximum(mx, x)
+    if LOCAL_ACC:
+        cnt = tl.sum(cnt_2d, axis=0)
     tl.store(cnt_out + (row * N + c) * WAYS + ways, cnt)
     if FIRST:
         tl.store(mx_ptr + row * N + c, tl.max(mx, axis=0))
@@ -238,7 +253,7 @@ def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out
 @triton.jit
 def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, cnt_in, acc_in, acc_out,
                        st_in, st_out, BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
-                       FIRST: tl.constexpr):
+                       FIRST: tl.constexpr, LOCAL_ACC: tl.constexpr):
     """One top-p pass over chunk c of row b. The first finishes t_k from the last top-k counts and also sums
     the chunk's part of the normalizer; the others apply the previous pass's summed masses."""
     row = tl.program_id(0)
@@ -265,13 +280,19 @@ def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, c
     start = c * CH
     end = tl.minimum(start + CH, V)
     acc = tl.zeros([WAYS], dtype=tl.float32)
+    acc_2d = tl.zeros([BLOCK_V, WAYS], dtype=tl.float32)
     z = tl.zeros([BLOCK_V], dtype=tl.float32)
     for off in range(start, end, BLOCK_V):
         x = tl.load(x_row + off + cols, mask=off + cols < end, other=float("-inf"))
         e = tl.where(x >= t_k, tl.exp(x - top), 0.0)       # padding: exp(-inf) = 0
-        acc += tl.sum(tl.where(x[:, None] > tf[None, :], e[:, None], 0.0), axis=0)
+        if LOCAL_ACC:
+            acc_2d += tl.where(x[:, None] > tf[None, :], e[:, None], 0.0)
+        else:
+            acc += tl.sum(tl.where(x[:, None] > tf[None, :], e[:, None], 0.0), axis=0)
         if FIRST:
             z += e
+    if LOCAL_ACC:
+        acc = tl.sum(acc_2d, axis=0)
     tl.store(acc_out + (row * N + c) * WAYS + ways, acc)
     if FIRST:
         tl.store(z_ptr + row * N + c, tl.sum(z, axis=0))
@@ -336,14 +357,16 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     st = ws[2 * nw + 2 * nc:].view(2, -1)
     grid = (B, N)
     meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=CONFIGS["SPLIT_num_warps"])
+    local = dict(LOCAL_ACC=CONFIGS["LOCAL_ACC"])
     t = 0                                          # launch index: reads buffer (t - 1) % 2, writes t % 2
     for i in range(passes):
         _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
-                                 st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta)
+                                 st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta, **local)
         t += 1
     for i in range(passes):
         _split_topp_kernel[grid](logits, k, p, V, logits.stride(0), CH, N, mx, z, cnt[(t - 1) % 2],
-                                 acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta)
+                                 acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta,
+                                 **local)
         t += 1
     _split_write_kernel[grid](logits, p, y, V, logits.stride(0), y.stride(0), CH, N, z, acc[(t - 1) % 2],
                               st[(t - 1) % 2], **meta)
