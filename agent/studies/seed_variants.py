@@ -189,7 +189,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("split16", {"LOCAL_ACC": 0, "SPLITS": 16}),               # fastest at B = 256 (2026-12-03)
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
-    # decode defaults since 2026-12-02); now one three-value exchange for the row's statistics (CHAN)
+    # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower
     "layer_norm": [
         ("decode_chan8", _every("decode_by_block_h", CHAN=8)),
         ("decode_chan4", _every("decode_by_block_h", CHAN=4)),

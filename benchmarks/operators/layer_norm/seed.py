@@ -14,7 +14,7 @@ Structural switches (constexpr, per table entry; 0 is the earlier seed):
   pairwise update: exact centring, no E[x^2] - mean^2), so the row's statistics cost one exchange across the
   program's warps instead of two in a row (the mean's, then the variance's). At decode each program's time is
   its chain of dependent steps, and a cross-warp reduction is a barrier and a shared-memory round trip.
-  Measured slower on the H200 and off (2026-12-03): 3.71-3.94 us at T = 16-64 against 2.61-2.78 (the merge's
+  Measured slower on the H200 and off (2026-12-03): 3.71-4.09 us at T = 16-64 against 2.61-2.78 (the merge's
   divides and three values a shuffle cost more than the exchange it saves); a switch for the search only.
 Row counts up to CONFIGS["decode_max_t"] take the decode table, larger ones by_block_h.
 """
