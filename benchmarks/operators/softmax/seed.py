@@ -12,7 +12,8 @@ the H200's 50 MB L2, so pass 2 re-reads it from DRAM. REVERSE=1 runs pass 2's pr
 of starting on the oldest (already evicted) lines. PASS1_EVICT_LAST=1 loads pass 1's tiles with
 evict_last, asking L2 to keep them for the re-read.
 
-Three more (0 is the seed before 2026-12-03):
+Four more (0 or 1 is the seed before 2026-12-03; GROUP = 8 is the default now, the other three measured no
+better on the H200 and stay off: benchmarks/results/new_ops_h200.md, session 15):
 - GROUP = G > 1: pass 1 takes the max of each thread's G contiguous logits first (an in-register reduction
   of a [BLOCK_V / G, G] view) and rescales one running sum per group, so a logit costs one exp, not two
   (the rescale's exp is one per G). At T = 64-256 rows of 129k-152k logits pass 1 issues about as many
@@ -33,7 +34,7 @@ import triton.language as tl
 # BLOCK_V: elements a program handles per step; TARGET_PROGRAMS: programs the split aims for (a multiple
 # of the H200's 132 SMs), so SPLITS = TARGET_PROGRAMS / T chunks per row, at least one tile each.
 # REVERSE with 8 warps: the variant `reverse_b2048_w8`, 14-18% faster than the earlier seed on every hot shape on
-# the H200 (2026-12-02). GROUP 8 with 4096-wide steps: the variant `group8_b4096`, 0.82-0.92 of that on every hot
+# the H200 (2026-12-02). GROUP 8 with 4096-wide steps: the variant `group8_b4096`, 0.85-0.93 of that on every hot
 # shape (2026-12-03: T256-V151936 90.0 us against 98.1, T64-V129280 19.8 against 23.3; new_ops_h200.md).
 CONFIGS = {
     "BLOCK_V": 4096,
