@@ -93,6 +93,14 @@ def _every(bucket_key: str, **values) -> dict[str, Any]:
     return {f"{bucket_key}.*.{k}": v for k, v in values.items()}
 
 
+def _layer_norm_before(**values):
+    """layer_norm's decode table as before 2026-12-03 (no SHIFT, one warp count at every T), with these values."""
+    def edit(cfg):
+        for entry in cfg["decode_by_block_h"].values():
+            entry.update(values, SHIFT=0, small_t_num_warps=entry["num_warps"])
+    return edit
+
+
 def _scale(key: str, factor: float, lo: int = 1, hi: int = 32):
     """Every entry of every rms_norm bucket: key times factor, clamped to [lo, hi]."""
     def edit(cfg):
@@ -181,22 +189,24 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # with chunks per row, tile and warps
     "top_k_top_p_filter": [
         # (the one-program path, its 2-32-way searches and the earlier split tables: timed in sessions 8-10)
-        ("seed_before", {"LOCAL_ACC": 0}),                          # the seed before 2026-12-03
-        ("local_acc_split16", {"LOCAL_ACC": 1, "SPLITS": 16}),
-        ("local_acc_b256", {"LOCAL_ACC": 1, "SPLIT_BLOCK_V": 256}),
-        ("local_acc_w8", {"LOCAL_ACC": 1, "SPLIT_num_warps": 8}),
-        ("local_acc_p2112", {"LOCAL_ACC": 1, "SPLIT_PROGRAMS": 2112}),
-        ("split16", {"LOCAL_ACC": 0, "SPLITS": 16}),               # fastest at B = 256 (2026-12-03)
+        ("no_local_acc", {"LOCAL_ACC": 0, "LARGE_B_MIN": 0}),      # the seed before 2026-12-03 (session 15)
+        ("large_b_off", {"LARGE_B_MIN": 0}),                       # LOCAL_ACC's 4 chunks at B = 256 too
+        ("large_b_local_acc", {"LARGE_B.LOCAL_ACC": 1}),
+        ("large_b_split8", {"LARGE_B.SPLITS": 8}),
+        ("large_b_split32", {"LARGE_B.SPLITS": 32}),
+        ("local_acc_p2112", {"SPLIT_PROGRAMS": 2112}),             # B < 256: twice the chunks
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
-    # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower
+    # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one
+    # two-value reduction of sums about the row's first element (SHIFT) and 16 warps up to 64 rows (2026-12-03)
     "layer_norm": [
-        ("decode_chan8", _every("decode_by_block_h", CHAN=8)),
-        ("decode_chan4", _every("decode_by_block_h", CHAN=4)),
-        ("decode_chan8_w4", {**_every("decode_by_block_h", CHAN=8), "decode_by_block_h.4096.num_warps": 4}),
-        ("decode_chan8_w16", {**_every("decode_by_block_h", CHAN=8), "decode_by_block_h.4096.num_warps": 16}),
-        ("chan8", {**_every("decode_by_block_h", CHAN=8), **_every("by_block_h", CHAN=8)}),
-        ("decode_plain", _every("decode_by_block_h", PRELOAD_WB=0, RSQRT=0)),    # the seed before 2026-12-02
+        ("small_t_w8", {"decode_by_block_h.4096.small_t_num_warps": 8}),               # SHIFT alone
+        ("small_t_w32", {"decode_by_block_h.4096.small_t_num_warps": 32}),
+        ("small_t_16", {"decode_small_t": 16}),
+        ("no_shift_w16", _every("decode_by_block_h", SHIFT=0)),
+        ("no_shift", _layer_norm_before(PRELOAD_WB=1, RSQRT=1)),                      # the seed before 2026-12-03
+        ("decode_chan8", {**_every("decode_by_block_h", CHAN=8, SHIFT=0), "decode_small_t": 0}),
+        ("decode_plain", _layer_norm_before(PRELOAD_WB=0, RSQRT=0)),                  # the seed before 2026-12-02
     ],
     # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
     "qk_rms_norm": [

@@ -108,3 +108,36 @@ def test_seed_switches_match_reference(spec, seed, monkeypatch, preload, rsqrt, 
     x, w, b = a["x"][:, 16:216], a["weight"][:200], a["bias"][:200]
     assert tolerance_failures(seed.layer_norm(x, w, b, 1e-5), spec.reference(x, w, b, 1e-5),
                               spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("T, H, decode_max_t", [(3, 200, 256), (5, 37, 0), (2, 4096, 256)])
+def test_seed_shifted_statistics_match_reference(spec, seed, monkeypatch, T, H, decode_max_t):
+    """SHIFT (sum and sum of squares about the row's first element, one reduction) on fp16 rows: as generated,
+    with an outlier first element (K far from the mean), and with a mean 300x the spread, where unshifted
+    E[x^2] - mean^2 cancels to noise in fp32. fp32 rows ignore SHIFT and keep the fp32 tolerance."""
+    monkeypatch.setattr(seed, "CONFIGS", _switched(seed, SHIFT=1, PRELOAD_WB=1, RSQRT=1))
+    monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
+    inputs = spec.make_inputs({"T": T, "H": H}, "fp16", seed=T + H)
+    rows = [inputs["x"]]
+    outlier = inputs["x"].clone()
+    outlier[:, 0] = 100.0
+    rows.append(outlier)
+    rows.append((300.0 + inputs["x"].float()).half())
+    for x in rows:
+        a = dict(inputs, x=x)
+        assert tolerance_failures(seed.layer_norm(**a), spec.reference(**a), spec.tolerance("fp16")) == []
+    a = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T + H)
+    a["x"][:, 0] = 100.0
+    assert tolerance_failures(seed.layer_norm(**a), spec.reference(**a), spec.tolerance("fp32")) == []
+
+
+def test_small_decode_calls_take_their_own_warps(seed, monkeypatch):
+    """Up to decode_small_t rows a decode entry runs on small_t_num_warps; above it, and on the prefill table, on
+    num_warps (4096-wide rows: 16 warps at T = 16-64, 8 at T = 256 and at prefill)."""
+    small = seed.CONFIGS["decode_small_t"]
+    assert seed._config(1, 4096)["num_warps"] == seed._config(small, 4096)["num_warps"] == 16
+    assert seed._config(small + 1, 4096)["num_warps"] == seed._config(256, 4096)["num_warps"] == 8
+    assert seed._config(4096, 4096)["num_warps"] == 8 and "small_t_num_warps" not in seed._config(4096, 4096)
+    monkeypatch.setitem(seed.CONFIGS, "decode_small_t", 0)
+    assert seed._config(16, 4096)["num_warps"] == 8

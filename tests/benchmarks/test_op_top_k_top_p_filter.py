@@ -172,9 +172,13 @@ def _split_config(seed, monkeypatch, splits, block, ways=16):
 
 def test_the_split_path_is_chosen_from_b_and_its_chunks_are_capped(seed, monkeypatch):
     cfg = seed.CONFIGS
-    for B in (64, 256):                                            # the hot batches: programs // B chunks a row
-        n, ch = seed._split_chunks(B, 151936)
-        assert n * ch >= 151936 > (n - 1) * ch and n <= cfg["SPLIT_PROGRAMS"] // B
+    n, ch = seed._split_chunks(64, 151936)                         # B = 64: programs // B chunks a row
+    assert n * ch >= 151936 > (n - 1) * ch and n <= cfg["SPLIT_PROGRAMS"] // 64
+    n, ch = seed._split_chunks(256, 151936)                        # B = 256: LARGE_B's chunks, whole tiles
+    assert n * ch >= 151936 > (n - 1) * ch and cfg["LARGE_B"]["SPLITS"] // 2 < n <= cfg["LARGE_B"]["SPLITS"]
+    assert cfg["LARGE_B_MIN"] == 256 and seed._split_chunks(255, 151936)[0] <= cfg["SPLIT_PROGRAMS"] // 255
+    monkeypatch.setitem(cfg, "LARGE_B_MIN", 0)                     # off: B = 256 back on programs // B
+    assert seed._split_chunks(256, 151936)[0] <= cfg["SPLIT_PROGRAMS"] // 256
     n, ch = seed._split_chunks(2, 151936)
     assert n * ch >= 151936 > (n - 1) * ch and ch % cfg["SPLIT_BLOCK_V"] == 0
     assert n <= cfg["SPLIT_MAX_CHUNKS"] < cfg["SPLIT_PROGRAMS"] // 2          # B = 2: the cap, not programs // B
@@ -248,6 +252,24 @@ def test_split_path_on_hand_cases(spec, seed, monkeypatch, splits, block, local)
 
 
 @pytest.mark.interpreter
+def test_large_batches_take_their_own_split_settings(spec, seed, monkeypatch):
+    """From LARGE_B_MIN rows LARGE_B's chunks and LOCAL_ACC replace the table's (here 2 rows: 5 chunks, the
+    masses summed a tile at a time); one row below it keeps the table's 3 chunks with LOCAL_ACC."""
+    _split_config(seed, monkeypatch, 3, 64)
+    monkeypatch.setitem(seed.CONFIGS, "LOCAL_ACC", 1)
+    monkeypatch.setitem(seed.CONFIGS, "LARGE_B_MIN", 2)
+    monkeypatch.setitem(seed.CONFIGS, "LARGE_B", {"SPLITS": 5, "LOCAL_ACC": 0})
+    assert seed._split_chunks(2, 1263)[0] == 5 and seed._split_chunks(1, 1263)[0] == 3
+    assert seed._split_settings(2)["LOCAL_ACC"] == 0 and seed._split_settings(1)["LOCAL_ACC"] == 1
+    inputs = spec.make_inputs({"B": 2, "V": 1263}, "fp32", seed=9)
+    ref = spec.reference(**inputs)
+    assert tolerance_failures(seed.top_k_top_p_filter(**inputs), ref, spec.tolerance("fp32")) == []
+    one = {"logits": inputs["logits"][1:].contiguous(), "k": inputs["k"][1:].contiguous(),
+           "p": inputs["p"][1:].contiguous()}
+    assert tolerance_failures(seed.top_k_top_p_filter(**one), ref[1:], spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
 def test_split_path_on_a_strided_input(spec, seed, monkeypatch):
     _split_config(seed, monkeypatch, 3, 128)
     inputs = spec.make_inputs({"B": 2, "V": 700}, "fp32", seed=8)
@@ -267,14 +289,16 @@ def test_the_seed_variants_steer_the_split_path():
         saved = module.CONFIGS
         module.CONFIGS = sv.edited(saved, overrides)
         try:
-            chunks[name] = {B: module._split_chunks(B, 151936) for B in (1, 2, 16, 64, 256)}
+            chunks[name] = {B: module._split_chunks(B, 151936) for B in (1, 2, 16, 64, 128, 256)}
         finally:
             module.CONFIGS = saved
     # every hot B takes the split path in every variant (the one-program path was timed in sessions 8-10)
     assert all(c[B] is not None for c in chunks.values() for B in (2, 64, 256))
-    assert all(8 < chunks["split16"][B][0] <= 16 for B in (2, 64, 256))    # whole tiles: at most 16 chunks
-    assert chunks["local_acc_p2112"][256][0] == 2 * chunks["seed_before"][256][0]
-    assert named["seed_before"] == {"LOCAL_ACC": 0} and module.CONFIGS["LOCAL_ACC"] == 1
+    assert 8 < chunks["large_b_local_acc"][256][0] <= 16                   # whole tiles: at most 16 chunks
+    assert 16 < chunks["large_b_split32"][256][0] <= 32 and chunks["large_b_split8"][256][0] <= 8
+    assert chunks["large_b_off"][256][0] == 1056 // 256 and chunks["large_b_off"][64] == chunks["no_local_acc"][64]
+    assert chunks["local_acc_p2112"][128][0] == 2 * chunks["large_b_off"][128][0]
+    assert module.CONFIGS["LOCAL_ACC"] == 1 and module.CONFIGS["LARGE_B"]["LOCAL_ACC"] == 0
 
 
 @pytest.mark.interpreter

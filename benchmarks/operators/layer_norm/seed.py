@@ -16,6 +16,13 @@ Structural switches (constexpr, per table entry; 0 is the earlier seed):
   its chain of dependent steps, and a cross-warp reduction is a barrier and a shared-memory round trip.
   Measured slower on the H200 and off (2026-12-03): 3.71-4.09 us at T = 16-64 against 2.61-2.78 (the merge's
   divides and three values a shuffle cost more than the exchange it saves); a switch for the search only.
+- SHIFT=1 (one-pass rows, CHAN=0): one two-value reduction of plain sums, s = sum(x - K) and q = sum((x - K)^2)
+  with K = the row's first element (a load every thread issues beside x's, from the same line), then
+  var = (q - s^2 / H) / H. Shifting by a value of the row keeps the cancellation small (the relative error of
+  var grows with (mean - K)^2 / var, not mean^2 / var as E[x^2] - mean^2's does), and one exchange across the
+  warps replaces two in a row, as rms_norm_quant_fp8's ONE_REDUCE does for its sum and amax. Only for 2-byte
+  dtypes: their output ulp is 2^16 times fp32's, so the shift's rounding cannot show; fp32 rows keep the
+  centred two-pass statistics (SHIFT is ignored for them).
 Row counts up to CONFIGS["decode_max_t"] take the decode table, larger ones by_block_h.
 """
 import torch
@@ -26,27 +33,36 @@ import triton.language as tl
 # gives each thread 16 elements of x.
 # The decode table preloads weight and bias and takes rsqrt: the variant `decode_preload_rsqrt`, fastest of
 # ours at T = 16-256 on the H200 (2026-12-02, benchmarks/results/new_ops_h200.md; 2.46-3.44 us, from 2.98-3.86).
+# It takes the statistics in one reduction (SHIFT): 0.97-1.01 of the time at T = 16-256, H = 4096 (the variant
+# `decode_shift`, 2026-12-03; the other widths were not timed with it). Prefill rows showed no difference (the
+# variant `shift`, within 1%), so the prefill table keeps the centred two passes.
 CONFIGS = {
     "max_block_h": 8192,
     "decode_max_t": 256,
     "by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
-        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
-        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
     },
     "decode_by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
-        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
-        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
-        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
-        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
-        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
+        4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1,
+               "small_t_num_warps": 16},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1,
+               "small_t_num_warps": 16},
     },
+    # Decode calls of at most this many rows take their entry's small_t_num_warps: a row of 4096 on 16 warps (8
+    # elements a thread) read 2.46 / 2.69 us at T = 16 / 64 against 2.59 / 2.77 on 8, but 3.62 against 3.48 at
+    # T = 256 (variants `decode_shift_w16` and `decode_shift`, 2026-12-03).
+    "decode_small_t": 64,
 }
-SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8]}
+SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1]}
 
 
 @triton.jit
@@ -59,9 +75,14 @@ def _chan_merge(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
 
 
 @triton.jit
+def _add_pair(s_a, q_a, s_b, q_b):
+    return s_a + s_b, q_a + q_b
+
+
+@triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
                        ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr, CHAN: tl.constexpr):
+                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr, CHAN: tl.constexpr, SHIFT: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -76,7 +97,14 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
             b = tl.load(b_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
                     eviction_policy="evict_first").to(tl.float32)
-        if CHAN > 0:
+        if SHIFT:
+            k = tl.load(x_rows, mask=row_mask[:, None], other=0.0).to(tl.float32)      # [ROWS, 1]: x[row, 0]
+            xs = tl.where(mask, x - k, 0.0)
+            s, q = tl.reduce((xs, xs * xs), 1, _add_pair)
+            mean = k.reshape([ROWS]) + s / H
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            var = tl.maximum(q - s * (s / H), 0.0) / H
+        elif CHAN > 0:
             # groups of CHAN contiguous elements, a thread's own registers (its vector loads' elements)
             xg = tl.reshape(x, [ROWS, BLOCK_H // CHAN, CHAN])
             inside = tl.reshape(mask.to(tl.float32), [ROWS, BLOCK_H // CHAN, CHAN])
@@ -132,7 +160,10 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
 def _config(T: int, block_h: int) -> dict:
     table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
-    return table[fitting[0] if fitting else max(table)]
+    cfg = table[fitting[0] if fitting else max(table)]
+    if T <= CONFIGS["decode_small_t"] and "small_t_num_warps" in cfg:
+        cfg = dict(cfg, num_warps=cfg["small_t_num_warps"])
+    return cfg
 
 
 def layer_norm(x, weight, bias, eps=1e-5):
@@ -146,9 +177,10 @@ def layer_norm(x, weight, bias, eps=1e-5):
     weight, bias = weight.contiguous(), bias.contiguous()
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
     cfg = _config(T, block_h)
+    shift = cfg["SHIFT"] if x.element_size() == 2 else 0          # fp32 rows: the centred statistics only
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _layer_norm_kernel[grid](x, weight, bias, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
                              ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
                              PRELOAD_WB=cfg["PRELOAD_WB"], RSQRT=cfg["RSQRT"], CHAN=cfg["CHAN"],
-                             num_warps=cfg["num_warps"])
+                             SHIFT=shift, num_warps=cfg["num_warps"])
     return y

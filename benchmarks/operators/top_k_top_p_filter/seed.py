@@ -58,6 +58,13 @@ CONFIGS = {
     # B = 256). 1: the variant `local_acc`, 0.91-0.94 of the time at B = 64, 0.87-0.91 at B = 2 and 0.98-0.99 at
     # B = 256 on the H200 (2026-12-03, benchmarks/results/new_ops_h200.md); 144 registers a thread, not 48.
     "LOCAL_ACC": 1,
+    # From LARGE_B_MIN rows (0: never), LARGE_B's entries replace the ones above. B = 256 ran fastest with 16
+    # chunks a row and the counters summed a tile at a time: the variant `split16`, 0.90-0.92 of LOCAL_ACC's
+    # time with 4 chunks (2877 / 2497 / 2458 against 3193 / 2717 / 2694 us), and 3070 with 16 chunks and
+    # LOCAL_ACC (2026-12-03); at B = 2 the same settings were 3x slower, so they apply to large batches only.
+    # 256 is the smallest B timed with them; B between 64 and 256 keeps the table above.
+    "LARGE_B_MIN": 256,
+    "LARGE_B": {"SPLITS": 16, "LOCAL_ACC": 0},
 }
 SEARCH_SPACE = {"LOCAL_ACC": [0, 1]}
 
@@ -327,24 +334,33 @@ def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr
         tl.store(y_row + off + cols, tl.where(x >= thr, x, float("-inf")), mask=mask)
 
 
+def _split_settings(B: int) -> dict:
+    """CONFIGS as a [B, V] call's split path reads them: LARGE_B's entries over the rest from LARGE_B_MIN rows."""
+    if CONFIGS["LARGE_B_MIN"] and B >= CONFIGS["LARGE_B_MIN"]:
+        return {**CONFIGS, **CONFIGS["LARGE_B"]}
+    return CONFIGS
+
+
 def _split_chunks(B: int, V: int) -> tuple[int, int] | None:
     """(N chunks, chunk length) of the split path for a [B, V] call, or None for one program per row."""
-    if B > CONFIGS["SPLIT_MAX_B"]:
+    cfg = _split_settings(B)
+    if B > cfg["SPLIT_MAX_B"]:
         return None
-    if CONFIGS["SPLITS"]:
-        n = CONFIGS["SPLITS"]
+    if cfg["SPLITS"]:
+        n = cfg["SPLITS"]
     else:
-        n = max(1, CONFIGS["SPLIT_PROGRAMS"] // B)
-        if CONFIGS["SPLIT_MAX_CHUNKS"] > 0:
-            n = min(n, CONFIGS["SPLIT_MAX_CHUNKS"])
-    ch = triton.cdiv(triton.cdiv(V, n), CONFIGS["SPLIT_BLOCK_V"]) * CONFIGS["SPLIT_BLOCK_V"]   # whole tiles
+        n = max(1, cfg["SPLIT_PROGRAMS"] // B)
+        if cfg["SPLIT_MAX_CHUNKS"] > 0:
+            n = min(n, cfg["SPLIT_MAX_CHUNKS"])
+    ch = triton.cdiv(triton.cdiv(V, n), cfg["SPLIT_BLOCK_V"]) * cfg["SPLIT_BLOCK_V"]   # whole tiles
     n = triton.cdiv(V, ch)
     return (n, ch) if n >= 2 else None
 
 
 def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     B, V = logits.shape
-    ways, block = CONFIGS["SPLIT_WAYS"], CONFIGS["SPLIT_BLOCK_V"]
+    cfg = _split_settings(B)
+    ways, block = cfg["SPLIT_WAYS"], cfg["SPLIT_BLOCK_V"]
     passes = _passes(ways)
     # one int32 workspace: counts and masses [2, B, N, WAYS] (double-buffered), chunk maxima and normalizer
     # parts [B, N], per-row state [2, B, 4] (lo, hi, key of t_k; written by chunk 0, read by the next launch)
@@ -356,8 +372,8 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     z = ws[2 * nw + nc:2 * nw + 2 * nc].view(torch.float32)
     st = ws[2 * nw + 2 * nc:].view(2, -1)
     grid = (B, N)
-    meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=CONFIGS["SPLIT_num_warps"])
-    local = dict(LOCAL_ACC=CONFIGS["LOCAL_ACC"])
+    meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=cfg["SPLIT_num_warps"])
+    local = dict(LOCAL_ACC=cfg["LOCAL_ACC"])
     t = 0                                          # launch index: reads buffer (t - 1) % 2, writes t % 2
     for i in range(passes):
         _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
