@@ -21,8 +21,8 @@ Structural switches (constexpr, per table entry; 0 is the earlier seed):
   var = (q - s^2 / H) / H. Shifting by a value of the row keeps the cancellation small (the relative error of
   var grows with (mean - K)^2 / var, not mean^2 / var as E[x^2] - mean^2's does), and one exchange across the
   warps replaces two in a row, as rms_norm_quant_fp8's ONE_REDUCE does for its sum and amax. Only for 2-byte
-  dtypes: their output ulp is 2^16 times fp32's, so the shift's rounding cannot show; fp32 rows keep the
-  centred two-pass statistics (SHIFT is ignored for them).
+  dtypes: their output ulp is 2^13 (fp16) to 2^16 (bf16) times fp32's, so the shift's rounding cannot show;
+  fp32 rows keep the centred two-pass statistics (SHIFT is ignored for them).
 Row counts up to CONFIGS["decode_max_t"] take the decode table, larger ones by_block_h.
 """
 import torch
