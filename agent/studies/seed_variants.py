@@ -97,7 +97,8 @@ def _layer_norm_before(**values):
     """layer_norm's decode table as before 2026-12-03 (no SHIFT, one warp count at every T), with these values."""
     def edit(cfg):
         for entry in cfg["decode_by_block_h"].values():
-            entry.update(values, SHIFT=0, small_t_num_warps=entry["num_warps"])
+            entry.update(values, SHIFT=0)
+            entry.pop("small_t_num_warps", None)
     return edit
 
 

@@ -115,7 +115,8 @@ def test_seed_switches_match_reference(spec, seed, monkeypatch, preload, rsqrt, 
 def test_seed_shifted_statistics_match_reference(spec, seed, monkeypatch, T, H, decode_max_t):
     """SHIFT (sum and sum of squares about the row's first element, one reduction) on fp16 rows: as generated,
     with an outlier first element (K far from the mean), and with a mean 300x the spread, where unshifted
-    E[x^2] - mean^2 cancels to noise in fp32. fp32 rows ignore SHIFT and keep the fp32 tolerance."""
+    E[x^2] - mean^2 cancels to noise in fp32. fp32 rows with SHIFT set (which they ignore) and an outlier first
+    element still meet the fp32 tolerance."""
     monkeypatch.setattr(seed, "CONFIGS", _switched(seed, SHIFT=1, PRELOAD_WB=1, RSQRT=1))
     monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
     inputs = spec.make_inputs({"T": T, "H": H}, "fp16", seed=T + H)

@@ -48,18 +48,17 @@ CONFIGS = {
         8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 0, "RSQRT": 0, "CHAN": 0, "SHIFT": 0},
     },
     "decode_by_block_h": {
-        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
-        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
-        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
-        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1, "small_t_num_warps": 4},
+        256: {"ROWS": 8, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1},
+        512: {"ROWS": 4, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1},
+        1024: {"ROWS": 2, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1},
         4096: {"ROWS": 1, "num_warps": 8, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1,
                "small_t_num_warps": 16},
-        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1,
-               "small_t_num_warps": 16},
+        8192: {"ROWS": 1, "num_warps": 16, "PRELOAD_WB": 1, "RSQRT": 1, "CHAN": 0, "SHIFT": 1},
     },
-    # Decode calls of at most this many rows take their entry's small_t_num_warps: a row of 4096 on 16 warps (8
-    # elements a thread) read 2.46 / 2.69 us at T = 16 / 64 against 2.59 / 2.77 on 8, but 3.62 against 3.48 at
-    # T = 256 (variants `decode_shift_w16` and `decode_shift`, 2026-12-03).
+    # Decode calls of at most this many rows take their entry's small_t_num_warps where it has one: a row of
+    # 4096 on 16 warps (8 elements a thread) read 2.46 / 2.69 us at T = 16 / 64 against 2.59 / 2.77 on 8, but
+    # 3.62 against 3.48 at T = 256 (variants `decode_shift_w16` and `decode_shift`, 2026-12-03).
     "decode_small_t": 64,
 }
 SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1]}
