@@ -360,10 +360,21 @@ class _SpareChild:
     def __init__(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="aka-compile-")
         self.err = Path(self.tmp.name) / "stderr.txt"
+        if "torch" in sys.modules and "triton" not in sys.modules:
+            # A worker forked by the fork server (sandbox/zygote.py): fork the child too, torch already loaded
+            from sandbox.forked_child import ForkedChild
+            self.proc = ForkedChild(_serve_forked_spare, cwd=_REPO_ROOT, env=_child_env(), stderr_path=self.err,
+                                    name="sandbox.compile_child --spare (forked)")
+            return
         with open(self.err, "wb") as err_file:   # the candidate's prints go nowhere; stderr to a file
             self.proc = subprocess.Popen([sys.executable, "-m", "sandbox.compile_child", "--spare"],
                                          cwd=str(_REPO_ROOT), env=_child_env(), stdin=subprocess.PIPE,
                                          stdout=subprocess.DEVNULL, stderr=err_file)
+
+
+def _serve_forked_spare() -> int:
+    from sandbox import compile_child     # what `python -m sandbox.compile_child --spare` runs
+    return compile_child.serve_spare()
 
 
 _SPARE: _SpareChild | None = None

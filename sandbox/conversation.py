@@ -45,7 +45,8 @@ class Conversation:
         if self.pool is not None:
             return self.pool.take(interpreter=self.interpreter, timeout_s=s.timeout_s,
                                   network_namespace=s.network_namespace)
-        w = WorkerProcess(interpreter=self.interpreter, timeout_s=s.timeout_s, network_namespace=s.network_namespace)
+        w = WorkerProcess(interpreter=self.interpreter, timeout_s=s.timeout_s, network_namespace=s.network_namespace,
+                          fork_server=s.fork_server)
         return w.start(), False
 
     def _in_worker(self, body: Callable[[WorkerProcess], None], setup: dict) -> None:
@@ -55,7 +56,7 @@ class Conversation:
         t0 = time.monotonic()
         w, prestarted = self._take_worker()
         res.environment.update(network_namespace=w.network_namespace, network_namespace_note=w.network_note,
-                               worker_prestarted=prestarted)
+                               worker_prestarted=prestarted, worker_started_by=w.started_by)
         self.slot = None
         if self.settings.output_slot:
             from sandbox.output_slot import OutputSlot

@@ -1,8 +1,10 @@
-"""Spawn one worker per evaluation and turn every way it can end badly into a reason string.
+"""Start one worker per evaluation and turn every way it can end badly into a reason string.
 
 The worker is `python -m sandbox.worker` in its own session (so its own process group), with a fresh
 working directory, a scrubbed environment, stdout/stderr going to files (read back as ~4 KB tails), no
-network where `unshare -n` works, and results coming back over a private pipe. A wall-clock deadline
+network where `unshare -n` works, and results coming back over a private pipe. An interpreter worker is
+forked by a fork server that has imported torch (sandbox/zygote.py: the same isolation, without 2.4 s of
+start-up CPU, twice, per evaluation); where that fails it is spawned. A wall-clock deadline
 covers the whole evaluation; past it the whole process group is killed (grandchildren too). Nothing here
 imports torch: the parent's GPU work lives in sandbox/evaluation.py.
 """
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox import protocol
+from sandbox import protocol, zygote_client
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 TAIL_BYTES = 4096
@@ -118,8 +120,10 @@ class WorkerProcess:
     """One spawned worker. Use as a context manager: leaving kills its process group and deletes its files."""
 
     def __init__(self, *, interpreter: bool, timeout_s: float, network_namespace: bool = True,
-                 warm_cuda: bool = False):
+                 warm_cuda: bool = False, fork_server: bool = True):
         self.interpreter = interpreter
+        self.fork_server = fork_server and interpreter      # GPU workers are spawned (and pre-started)
+        self.started_by = "not started"
         self.warm_cuda = warm_cuda and not interpreter   # create the CUDA context before any request
         self.started_at = float("nan")
         self.timeout_s = float(timeout_s)
@@ -134,7 +138,7 @@ class WorkerProcess:
         self.sealed_path = self.logdir / "sealed.txt"   # output after hold-out shapes begin: never reported
         ok, why = network_namespace_support() if network_namespace else (False, "disabled by the request")
         self.network_namespace, self.network_note = ok, why
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | zygote_client.ForkedProcess | None = None
         self.deadline = float("inf")
         self._frames = protocol.FrameBuffer()
         self._req_w = self._rep_r = -1
@@ -150,19 +154,25 @@ class WorkerProcess:
             except OSError:
                 pass
         os.set_blocking(self._rep_r, False)
-        cmd = [sys.executable, "-m", "sandbox.worker", "--requests", str(req_r), "--replies", str(rep_w),
-               "--file-size-limit", str(FILE_SIZE_LIMIT)]
+        args = ["--file-size-limit", str(FILE_SIZE_LIMIT)]
         if self.interpreter:
-            cmd += ["--address-space-limit", str(INTERPRETER_ADDRESS_SPACE)]
+            args += ["--address-space-limit", str(INTERPRETER_ADDRESS_SPACE)]
         if self.warm_cuda:
-            cmd += ["--warm-cuda"]
+            args += ["--warm-cuda"]
         if self.network_namespace:
-            cmd = [shutil.which("unshare") or "unshare", "-n"] + cmd + ["--loopback-up"]   # unshare execs: same pid
+            args += ["--loopback-up"]
         env = worker_environment(interpreter=self.interpreter, home=self.home)
         try:
             with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-                self.proc = subprocess.Popen(cmd, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=err, pass_fds=(req_r, rep_w), start_new_session=True)
+                self.proc = self._forked(args, env, out, err, req_r, rep_w) if self.fork_server else None
+                if self.proc is None:
+                    cmd = [sys.executable, "-m", "sandbox.worker", "--requests", str(req_r), "--replies", str(rep_w)]
+                    if self.network_namespace:   # unshare execs the worker: the same pid
+                        cmd = [shutil.which("unshare") or "unshare", "-n"] + cmd
+                    self.proc = subprocess.Popen(cmd + args, cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
+                                                 stdout=out, stderr=err, pass_fds=(req_r, rep_w),
+                                                 start_new_session=True)
+                    self.started_by = "spawned" + (f" ({self.started_by})" if self.fork_server else "")
         except BaseException:
             self.close()
             raise
@@ -172,6 +182,22 @@ class WorkerProcess:
         self.started_at = time.monotonic()
         self.deadline = self.started_at + self.timeout_s
         return self
+
+    def _forked(self, args, env, out, err, req_r: int, rep_w: int):
+        """The worker forked by this process's zygote (sandbox/zygote.py), or None (self.started_by says why)."""
+        try:
+            proc = zygote_client.zygote_for(env).fork(
+                module="sandbox.worker", args=["--requests", "{fd0}", "--replies", "{fd1}"] + args, cwd=self.workdir,
+                env=env, stdout_fd=out.fileno(), stderr_fd=err.fileno(), pass_fds=(req_r, rep_w),
+                netns=self.network_namespace)
+        except zygote_client.ZygoteError as e:
+            self.started_by = f"the fork server could not fork it: {e}"
+            return None
+        self.started_by = "forked by the fork server"
+        if self.network_namespace:
+            self.network_note = ("worker runs in a new network namespace (unshare(CLONE_NEWNET) after the fork "
+                                 "server's fork): no network but its own loopback")
+        return proc
 
     def arm(self, timeout_s: float) -> "WorkerProcess":
         """A pre-started worker taken for an evaluation: its deadline counts from now."""

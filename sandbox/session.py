@@ -29,7 +29,8 @@ class Sandbox:
                  operator_dir: str | None = None):
         settings.validate()
         self.settings, self.operator_dir = settings, operator_dir
-        self.pool = WorkerPool(prestart=settings.prestart, gpu_spares=settings.gpu_spares)
+        self.pool = WorkerPool(prestart=settings.prestart, gpu_spares=settings.gpu_spares,
+                               fork_server=settings.fork_server)
         self.cache = CompileCache(cache_dir) if settings.compile_cache else None
 
     def __call__(self, req: EvalRequest, **options) -> EvalResult:

@@ -37,6 +37,11 @@ class SandboxSettings:
     prestart: bool = True
     """Start the next worker (imports done, CUDA context up) while the current evaluation runs. Every
     candidate still gets a fresh process; a started worker has run no candidate code."""
+    fork_server: bool = True
+    """Fork interpreter workers (and their compile children) from a per-process server that has imported
+    torch (sandbox/zygote.py) instead of spawning them: 2.4 s of CPU less per process on the 2-core host,
+    where that start-up was most of an evaluation. Each evaluation still gets a fresh process that has run
+    no candidate code. GPU workers are always spawned (and pre-started)."""
     gpu_spares: int = 4
     """GPU workers kept started ahead (sandbox/prestart.py): one took 8 s to get ready on the H200 and a
     timing-only screen 1.1-1.5 s, so with two spares a 5-GPU-minute silu_and_mul run spent 103 of its 235

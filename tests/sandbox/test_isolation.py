@@ -127,6 +127,7 @@ def test_honest_candidate_is_accepted_with_its_environment(op_dir):
     env = res.environment
     assert env["interpreter"] is True and env["gpu"] and env["torch"] and env["triton"]
     assert env["network_namespace"] == network_namespace_support()[0]
+    assert env["worker_started_by"] == "forked by the fork server"     # sandbox/zygote.py; not a silent fallback
 
 
 @pytest.mark.parametrize("output_slot", [True, False])
