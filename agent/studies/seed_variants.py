@@ -317,14 +317,16 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("w4", {"by_block_h.8192.num_warps": 4}),
         ("w32", {"by_block_h.8192.num_warps": 32}),
     ],
-    # decode (one new token per sequence): channel tiles and warps
+    # decode (one new token per sequence): the 64-bit-word kernel (PACKED, 2026-12-04) against the element-wise
+    # ones, and its channel tiles and warps per batch bucket
     "causal_conv1d_update": [
-        ("b64_w1_small", _buckets(0, 16, BLOCK_D=64, num_warps=1)),
-        ("b128_w1", _buckets(0, 1 << 62, BLOCK_D=128, num_warps=1)),
-        ("b1024_w4_large", _buckets(65, 1 << 62, BLOCK_D=1024, num_warps=4)),
-        ("b512_w8_large", _buckets(65, 1 << 62, BLOCK_D=512, num_warps=8)),     # the seed before 2026-12-03
-        ("taps_1d", _buckets(0, 1 << 62, TAPS_1D=1)),
-        ("tile_small", _buckets(0, 16, TAPS_1D=0)),                           # the default before 2026-12-03
+        ("elementwise", _buckets(0, 1 << 62, PACKED=0)),                      # the seed before 2026-12-04
+        ("packed_b128_w1_small", _buckets(0, 16, PACKED_BLOCK_D=128, packed_num_warps=1)),
+        ("packed_b512_w4_small", _buckets(0, 16, PACKED_BLOCK_D=512, packed_num_warps=4)),
+        ("packed_b256_w2_mid", _buckets(17, 64, PACKED_BLOCK_D=256, packed_num_warps=2)),
+        ("packed_b2048_w8_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=2048, packed_num_warps=8)),
+        ("packed_b1024_w4_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=1024, packed_num_warps=4)),
+        ("packed_b1024_w8_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=1024, packed_num_warps=8)),
     ],
     # lost to Liger on every hot shape (T = 8192: 16.7 against 12.4 us): the two-program grid (one q and one k
     # program a token, each reloading cos/sin) against one fused program per TOKENS tokens. D = 128 (key 64):

@@ -109,11 +109,49 @@ def test_both_kernels_match_the_reference(spec, seed, monkeypatch, taps_1d):
         assert torch.equal(inputs["conv_state"], ref_in["conv_state"]), (dims, dtype)
 
 
+@pytest.mark.interpreter
+@pytest.mark.parametrize("packed", [0, 1])
+@pytest.mark.parametrize("dims, dtype, seed_", [({"B": 3, "D": 64, "W": 4}, "fp16", 0),
+                                                ({"B": 2, "D": 520, "W": 4}, "fp16", 1),
+                                                ({"B": 5, "D": 36, "W": 4}, "bf16", 2),
+                                                ({"B": 2, "D": 38, "W": 4}, "fp16", 3)])
+def test_the_packed_kernel_matches_the_reference_and_shifts_the_state_exactly(spec, seed, monkeypatch, packed,
+                                                                              dims, dtype, seed_):
+    """PACKED=1 moves four channels a lane as 64-bit words: the same output and the bit-exact shifted state as
+    the element-wise kernels, fp16 and bf16, with a bucket's tile smaller and larger than D (D = 38 is not a
+    multiple of 4: the element-wise kernel takes it)."""
+    buckets = [(bound, dict(cfg, PACKED=packed, PACKED_BLOCK_D=64)) for bound, cfg in seed.CONFIGS["buckets"]]
+    monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
+    inputs = spec.make_inputs(dims, dtype, seed=seed_)
+    y = torch.empty_like(inputs["x"])
+    assert seed._packs(inputs["x"], inputs["conv_state"], inputs["weight"], inputs["bias"], y) == (dims["D"] % 4 == 0)
+    ref_in = _clone(inputs)
+    ref = spec.reference(**ref_in)
+    out = seed.causal_conv1d_update(**inputs)
+    assert tolerance_failures(out, ref, spec.tolerance(dtype)) == []
+    if dtype == "fp16":        # fp16 arithmetic is exact enough under the interpreter (bf16's is not)
+        assert (out.float() - ref.float()).abs().max().item() <= 2e-3
+    assert torch.equal(inputs["conv_state"], ref_in["conv_state"]), "the state shifts by copies: exact"
+    for k in ("x", "weight", "bias"):
+        assert torch.equal(inputs[k], ref_in[k])
+
+
+def test_packing_needs_one_2_byte_dtype_contiguous_and_aligned(spec, seed):
+    inputs = spec.make_inputs({"B": 2, "D": 64, "W": 4}, "bf16", seed=0)
+    x, state, w, b = inputs["x"], inputs["conv_state"], inputs["weight"], inputs["bias"]
+    assert seed._packs(x, state, w, b, torch.empty_like(x))
+    assert not seed._packs(x.float(), state.float(), w.float(), b.float(), torch.empty_like(x.float()))
+    assert not seed._packs(x, state.half(), w, b, torch.empty_like(x))
+    shifted = torch.empty(x.numel() + 1, dtype=x.dtype)[1:].view(x.shape)       # contiguous, 2 bytes off 8
+    assert shifted.is_contiguous() and not seed._packs(shifted, state, w, b, torch.empty_like(x))
+    assert not seed._packs(x, state.transpose(0, 1).contiguous().transpose(0, 1), w, b, torch.empty_like(x))
+
+
 def test_seed_issues_every_load_before_its_first_store_on_hopper(spec, seed):
     """The state update is in place. Walked tap by tap (load tap i, store it at i - 1, load tap i + 1), each tap's
     load came after the previous store in the sm_90 PTX and waited for its DRAM round trip: three dependent
-    round trips a program on a kernel whose whole time is latency. Every bucket's config, both kernels (the
-    window tile and TAPS_1D's), no spills either."""
+    round trips a program on a kernel whose whole time is latency. Every bucket's config, all three kernels (the
+    window tile, TAPS_1D's and PACKED's), no spills either."""
     from hopper_compile import compile_for_hopper
     ptrs = ("x_ptr", "state_ptr", "w_ptr", "b_ptr", "y_ptr")
     types = {p: "*bf16" for p in ptrs}
@@ -122,6 +160,9 @@ def test_seed_issues_every_load_before_its_first_store_on_hopper(spec, seed):
                                     BLOCK_D=cfg["BLOCK_D"], BLOCK_W=4),
                  "num_warps": cfg["num_warps"], "num_stages": 1} for _, cfg in seed.CONFIGS["buckets"]
                 for kernel in ("_causal_conv1d_update_kernel", "_causal_conv1d_update_w4_kernel")]
+    compiles += [{"kernel": "_causal_conv1d_update_packed_kernel", "types": types, "aligned": list(ptrs) + ["D"],
+                  "constexprs": dict(SILU=True, BLOCK_G=cfg["PACKED_BLOCK_D"] // 4),
+                  "num_warps": cfg["packed_num_warps"], "num_stages": 1} for _, cfg in seed.CONFIGS["buckets"]]
     for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['constexprs']} spills: {r['usage']}"
         assert r["loads_before_stores"], f"{c['constexprs']}: a global load after a global store"
