@@ -111,10 +111,10 @@ def _scale(key: str, factor: float, lo: int = 1, hi: int = 32):
     return edit
 
 
-def _buckets(lo: int, hi: int, **values):
-    """gemm/fused_moe-style (bound, dict) buckets with lo <= bound <= hi: set these values."""
+def _buckets(lo: int, hi: int, table: str = "buckets", **values):
+    """gemm/fused_moe-style (bound, dict) buckets in cfg[table] with lo <= bound <= hi: set these values."""
     def edit(cfg):
-        for bound, entry in cfg["buckets"]:
+        for bound, entry in cfg[table]:
             if lo <= bound <= hi:
                 entry.update(values)
     return edit
@@ -344,5 +344,9 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     ],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))
-        for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))],
+        for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8), (2048, 4), (2048, 8), (4096, 8))] + [
+        # the decode bucket's one-row-a-program path (FLAT=2, 2026-12-04) against its flat launch, and its warps
+        ("small_flat", _buckets(0, 1 << 16, "by_outputs", FLAT=1)),
+        ("small_row_w1", _buckets(0, 1 << 16, "by_outputs", row_num_warps=1)),
+        ("small_row_w2", _buckets(0, 1 << 16, "by_outputs", row_num_warps=2))],
 }

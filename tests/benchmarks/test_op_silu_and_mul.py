@@ -126,6 +126,21 @@ def test_both_launch_shapes_match_reference(spec, seed, monkeypatch, flat, T, I)
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("T, I", [(3, 256), (4, 200), (1, 37)])
+def test_one_row_path_matches_reference_and_falls_back_where_it_does_not_apply(spec, seed, T, I):
+    """FLAT=2: unmasked at a power-of-two I, masked otherwise, on a row-strided view too; a column stride
+    other than 1 and a row wider than max_row_i take the flat launch instead."""
+    assert seed._launch(T, I)["FLAT"] == 2 and seed._launch(T, I)["BLOCK_I"] == 1 << (I - 1).bit_length()
+    assert seed._launch(T, I, col_stride=2)["FLAT"] == 1
+    assert seed._launch(1, seed.CONFIGS["max_row_i"] + 1)["FLAT"] == 1
+    x = spec.make_inputs({"T": T, "I": I}, "fp32", seed=T * I, device="cpu")["x"]
+    view = torch.cat([x, x[:, :6]], dim=1)[:, : 2 * I]          # row stride 2I + 6
+    col_view = x.t().contiguous().t()                          # column stride T (T > 1): the flat fallback
+    for arg in (x, view, col_view):
+        assert tolerance_failures(seed.silu_and_mul(arg), spec.reference(arg), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 def test_seed_handles_strided_rows_and_columns(spec, seed, dtype):
     T, I = 3, 100
@@ -221,6 +236,19 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
     cuobjdump = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     d16 = [["tt.divisibility", 16]]
     report = {}
+
+    def compiled(kernel, sig, aligned, constexprs, num_warps, vector):
+        # registers, local bytes, and whether the PTX has a global load matching `vector` (None: not checked)
+        src = triton.compiler.ASTSource(kernel, sig, attrs={(i,): d16 for i in aligned}, constexprs=constexprs)
+        k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
+        with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+            f.write(k.asm["cubin"])
+        usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+        os.unlink(f.name)
+        return {"regs": int(re.search(r"REG:(\d+)", usage).group(1)),
+                "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
+                "v4": vector is None or re.search(vector, k.asm["ptx"]) is not None}
+
     for T, I in ((16, 256), (64, 3584), (8192, 3584), (4, 14336), (8192, 2304)):
         for flat in (0, 1):
             cfg = m._launch(T, I)
@@ -234,17 +262,15 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
             sig = {"x_ptr": "*bf16", "out_ptr": "*bf16", "T": "i32", "I": "i32", "stride_x_row": "i32",
                    "stride_x_col": "constexpr", "stride_out_row": "i32", "FLAT": "constexpr", "BLOCK": "constexpr",
                    "ROWS": "constexpr", "BLOCK_I": "constexpr"}
-            src = triton.compiler.ASTSource(m._silu_and_mul_kernel, sig, attrs={(i,): d16 for i in (0, 1, 3, 4, 6)},
-                constexprs={"stride_x_col": 1, "FLAT": flat, "BLOCK": cfg["BLOCK"], "ROWS": cfg["ROWS"],
-                            "BLOCK_I": cfg["BLOCK_I"]})
-            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
-            with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
-                f.write(k.asm["cubin"])
-            usage = subprocess.run([cuobjdump, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
-            os.unlink(f.name)
-            report[f"T={T} I={I} FLAT={flat}"] = {"regs": int(re.search(r"REG:(\d+)", usage).group(1)),
-                         "local": int(re.search(r"LOCAL:(\d+)", usage).group(1)),
-                         "v4": re.search(r"ld\.global\S*\.v4\.", k.asm["ptx"]) is not None}
+            report[f"T={T} I={I} FLAT={flat}"] = compiled(m._silu_and_mul_kernel, sig, (0, 1, 3, 4, 6),
+                {"stride_x_col": 1, "FLAT": flat, "BLOCK": cfg["BLOCK"], "ROWS": cfg["ROWS"], "BLOCK_I": cfg["BLOCK_I"]},
+                cfg["num_warps"], r"ld\.global\S*\.v4\.")
+    # the one-row kernel: unmasked at I = 256 (1 warp: 16-byte loads, 4 warps: 4-byte), masked at I = 200
+    sig = {"x_ptr": "*bf16", "out_ptr": "*bf16", "stride_x_row": "i32", "stride_out_row": "i32",
+           "I": "constexpr", "BLOCK_I": "constexpr", "WIDE": "constexpr"}
+    for I, warps, vector in ((256, 1, r"ld\.global\S*\.v4\."), (256, 4, r"ld\.global\S*\.b32"), (200, 4, None)):
+        report[f"row I={I} w{warps}"] = compiled(m._silu_and_mul_row_kernel, sig, (0, 1, 2, 3),
+            {"I": I, "BLOCK_I": triton.next_power_of_2(I), "WIDE": False}, warps, vector)
     print(json.dumps(report))
 """)
 
@@ -256,11 +282,11 @@ def test_seed_compiles_for_hopper_without_spills(spec, tmp_path):
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(report) == 10
+    assert len(report) == 13
     for I, r in report.items():
         assert r["local"] == 0, f"I={I}: {r['local']} bytes of local memory (register spills)"
         assert r["regs"] <= 128, f"I={I}: {r['regs']} registers"
-        assert r["v4"], f"I={I}: no 16-byte vector loads in the PTX"
+        assert r["v4"], f"I={I}: no global loads of the expected width in the PTX (16 bytes, 4 for the 4-warp row)"
 
 
 # ---- on the GPU -------------------------------------------------------------------------------

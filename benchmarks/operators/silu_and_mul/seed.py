@@ -9,6 +9,11 @@ once. Two launch shapes, chosen per size bucket by the constexpr switch FLAT:
   2.6-4.3 us (H200, 2026-11-29).
 - FLAT=0: the earlier 2-D grid, [ROWS, BLOCK_I] tiles (row blocks on axis 0, column blocks on axis 1),
   kept so that no bucket has to get slower than it was.
+- FLAT=2: one program a row (_silu_and_mul_row_kernel), the row's width a compile-time constant, so a
+  power-of-two I needs no masks and no division: the shape of the one-row kernels that were 0.05-0.15 us
+  ahead of the flat launch on I = 256 decode shapes (agent/studies/decode_probe.py, H200, 2026-12-02). Only
+  for rows up to CONFIGS["max_row_i"] wide with unit column stride; other calls in such a bucket go FLAT=1
+  (at I = 3584 one program a row took 2.6-11 us against the flat launch's 2.2).
 One launch per call and no host synchronization, so the call can be captured in a CUDA graph.
 """
 import torch
@@ -18,14 +23,20 @@ import triton.language as tl
 # Launch by the number of outputs T*I: the first bucket whose bound is >= T*I. FLAT=1 entries give
 # BLOCK and num_warps; FLAT=0 entries take their tile from "by_block_i" (keyed by I rounded up to a
 # power of two, capped at max_block_i; sizes above the largest key use the largest key's entry).
-# Defaults not yet timed on the H200: agent/studies/measure_baselines.py times both switches per shape.
+# agent/studies/measure_baselines.py times the switches per shape (benchmarks/results/h200.md).
 CONFIGS = {
     "by_outputs": [
-        (1 << 16, dict(FLAT=1, BLOCK=1024, num_warps=4)),      # decode, I=256: 4-16 programs of 8 per thread
+        # decode, I=256: one row a program on 4 warps, 1.71 / 1.80 / 1.96 us at T16 / T64 / T256 against the
+        # flat launch's 1.84 / 2.00 / 2.14 and 2 warps' 1.73 / 1.81 / 2.04 (variants small_flat, small_row_w4;
+        # H200, 2026-12-04). Calls it does not apply to take the flat launch: 4-16 programs of 8 per thread.
+        (1 << 16, dict(FLAT=2, BLOCK=1024, num_warps=4, row_num_warps=4)),
         (1 << 21, dict(FLAT=1, BLOCK=1024, num_warps=4)),      # decode, I=3584: 56-896 programs
-        (1 << 62, dict(FLAT=1, BLOCK=2048, num_warps=4)),      # prefill: 16 per thread
+        # prefill: 8 per thread, 44.85 / 23.80 / 86.75 us at T8192-I3584 / T4096-I3584 / T8192-I7168 against
+        # 16 per thread's 45.42 / 24.20 / 87.72 (variant flat1024w4, same run)
+        (1 << 62, dict(FLAT=1, BLOCK=1024, num_warps=4)),
     ],
     "max_block_i": 2048,
+    "max_row_i": 512,      # FLAT=2 only up to this row width
     "by_block_i": {
         128: {"ROWS": 16, "num_warps": 4},
         256: {"ROWS": 8, "num_warps": 4},
@@ -34,7 +45,7 @@ CONFIGS = {
         2048: {"ROWS": 1, "num_warps": 4},
     },
 }
-SEARCH_SPACE = {"FLAT": [0, 1]}
+SEARCH_SPACE = {"FLAT": [0, 1, 2]}
 
 
 @triton.jit
@@ -63,13 +74,40 @@ def _silu_and_mul_kernel(x_ptr, out_ptr, T, I, stride_x_row, stride_x_col, strid
     tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _launch(T: int, I: int) -> dict:
+@triton.jit
+def _silu_and_mul_row_kernel(x_ptr, out_ptr, stride_x_row, stride_out_row, I: tl.constexpr,
+                             BLOCK_I: tl.constexpr, WIDE: tl.constexpr):
+    """One row a program, unit column stride. WIDE: the row offsets need int64 (T * stride >= 2^31)."""
+    row = tl.program_id(0)
+    if WIDE:
+        row = row.to(tl.int64)
+    cols = tl.arange(0, BLOCK_I)
+    gate_ptrs = x_ptr + row * stride_x_row + cols
+    out_ptrs = out_ptr + row * stride_out_row + cols
+    if BLOCK_I == I:
+        gate = tl.load(gate_ptrs, eviction_policy="evict_first").to(tl.float32)
+        up = tl.load(gate_ptrs + I, eviction_policy="evict_first").to(tl.float32)
+    else:
+        gate = tl.load(gate_ptrs, mask=cols < I, other=0.0, eviction_policy="evict_first").to(tl.float32)
+        up = tl.load(gate_ptrs + I, mask=cols < I, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    out = (gate / (1.0 + tl.exp(-gate)) * up).to(out_ptr.dtype.element_ty)    # as above: -0 at a ~ -400
+    if BLOCK_I == I:
+        tl.store(out_ptrs, out)
+    else:
+        tl.store(out_ptrs, out, mask=cols < I)
+
+
+def _launch(T: int, I: int, col_stride: int = 1) -> dict:
     n = T * I
     launch = dict(CONFIGS["by_outputs"][-1][1])
     for bound, cfg in CONFIGS["by_outputs"]:
         if n <= bound:
             launch = dict(cfg)
             break
+    if launch["FLAT"] == 2:
+        if I <= CONFIGS["max_row_i"] and col_stride == 1:
+            return dict(launch, BLOCK_I=triton.next_power_of_2(I), num_warps=launch.get("row_num_warps", launch["num_warps"]))
+        launch["FLAT"] = 1
     if n >= 1 << 31:
         launch["FLAT"] = 0               # the flat index is int32
     if launch["FLAT"]:
@@ -90,7 +128,12 @@ def silu_and_mul(x):
     out = torch.empty((T, I), dtype=x.dtype, device=x.device)
     if T == 0 or I == 0:
         return out
-    cfg = _launch(T, I)
+    cfg = _launch(T, I, x.stride(1))
+    if cfg["FLAT"] == 2:
+        wide = max(T * x.stride(0), T * I) >= 1 << 31
+        _silu_and_mul_row_kernel[(T,)](x, out, x.stride(0), out.stride(0), I=I, BLOCK_I=cfg["BLOCK_I"], WIDE=wide,
+                                       num_warps=cfg["num_warps"])
+        return out
     if cfg["FLAT"]:
         grid = (triton.cdiv(T * I, cfg["BLOCK"]),)
     else:
