@@ -201,13 +201,12 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one
     # two-value reduction of sums about the row's first element (SHIFT) and 16 warps up to 64 rows (2026-12-03)
     "layer_norm": [
+        ("masked", {"even": 0}),                                                       # the seed before 2026-12-04
         ("small_t_w8", {"decode_by_block_h.4096.small_t_num_warps": 8}),               # SHIFT alone
         ("small_t_w32", {"decode_by_block_h.4096.small_t_num_warps": 32}),
-        ("small_t_16", {"decode_small_t": 16}),
         ("no_shift_w16", _every("decode_by_block_h", SHIFT=0)),
         ("no_shift", _layer_norm_before(PRELOAD_WB=1, RSQRT=1)),                      # the seed before 2026-12-03
         ("decode_chan8", {**_every("decode_by_block_h", CHAN=8, SHIFT=0), "decode_small_t": 0}),
-        ("decode_plain", _layer_norm_before(PRELOAD_WB=0, RSQRT=0)),                  # the seed before 2026-12-02
     ],
     # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
     "qk_rms_norm": [
@@ -229,16 +228,15 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
                         "by_block_h.8192.num_warps": 8, "decode_by_block_h.8192.num_warps": 8}),
         ("decode_plain", {**_every("decode_by_block_h", PRELOAD_W=0), "decode_by_block_h.8192.num_warps": 16}),
     ],
-    # T = 256 rows of 129k-152k logits: pass 2 re-reads x from DRAM (66-78 MB > the 50 MB L2); T = 64: pass 1
-    # issues two exps a logit, about the exp unit's rate at DRAM bandwidth
+    # ONE_READ (x read once, a chunk a program held in registers across the row's wait) against the two passes
+    # (6 bytes an element for bf16 x against 8), above ONE_READ_MIN_BYTES (48 MB: T = 256) or everywhere; its chunk
+    # and warps
     "softmax": [
-        ("b2048_group1", {"GROUP": 1, "BLOCK_V": 2048}),                      # the seed before 2026-12-03
-        ("stages3", {"STAGES": 3}),
-        ("b8192", {"BLOCK_V": 8192}),
-        ("w16", {"num_warps": 16}),
-        ("b8192_w16", {"BLOCK_V": 8192, "num_warps": 16}),
-        ("rows24m_cs", {"ROW_GROUP_BYTES": 24 << 20, "STORE_CS": 1}),
-        ("programs1056", {"TARGET_PROGRAMS": 1056, "MAX_SPLITS": 128}),
+        ("two_pass", {"ONE_READ": 0}),                                       # the seed before 2026-12-04
+        ("one_read_everywhere", {"ONE_READ_MIN_BYTES": 0}),
+        ("one_read_b4096_w4", {"ONE_READ_BLOCK": 4096, "ONE_READ_WARPS": 4}),
+        ("one_read_b8192_w4", {"ONE_READ_WARPS": 4}),
+        ("one_read_b16384_w8", {"ONE_READ_BLOCK": 16384}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [

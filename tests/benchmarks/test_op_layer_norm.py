@@ -142,3 +142,22 @@ def test_small_decode_calls_take_their_own_warps(seed, monkeypatch):
     assert seed._config(4096, 4096)["num_warps"] == 8 and "small_t_num_warps" not in seed._config(4096, 4096)
     monkeypatch.setitem(seed.CONFIGS, "decode_small_t", 0)
     assert seed._config(16, 4096)["num_warps"] == 8
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype, shift, preload", [("fp16", 1, 1), ("fp16", 0, 0), ("fp32", 1, 1)])
+def test_unmasked_rows_match_the_masked_path(spec, seed, monkeypatch, dtype, shift, preload):
+    """EVEN (one row a program, H a power of two: no masks) against the reference and the masked path, with the
+    shifted and the centred statistics, weight and bias loaded first or last; H = 2048 and 4096 take it, 3000
+    (not BLOCK_H) and CHAN's groups do not."""
+    monkeypatch.setattr(seed, "CONFIGS", _switched(seed, SHIFT=shift, PRELOAD_WB=preload))
+    for T, H in ((2, 4096), (3, 2048), (1, 3000)):
+        cfg = seed._config(T, seed.triton.next_power_of_2(H))
+        assert seed._even(cfg, H, seed.triton.next_power_of_2(H)) == int(H in (2048, 4096))
+        inputs = spec.make_inputs({"T": T, "H": H}, dtype, seed=T * H)
+        even = seed.layer_norm(**inputs)
+        assert tolerance_failures(even, spec.reference(**inputs), spec.tolerance(dtype)) == []
+        monkeypatch.setitem(seed.CONFIGS, "even", 0)
+        torch.testing.assert_close(seed.layer_norm(**inputs), even, atol=2e-3, rtol=0)
+        monkeypatch.setitem(seed.CONFIGS, "even", 1)
+    assert seed._even(dict(seed._config(2, 4096), CHAN=8), 4096, 4096) == 0

@@ -63,6 +63,7 @@ def test_seed_matches_reference(spec, seed, T, V):
 
 @pytest.mark.interpreter
 def test_seed_one_split_and_strided_rows(spec, seed, monkeypatch):
+    monkeypatch.setitem(seed.CONFIGS, "ONE_READ", 0)
     monkeypatch.setitem(seed.CONFIGS, "MAX_SPLITS", 1)   # the whole row in one program: the online rescale
     monkeypatch.setitem(seed.CONFIGS, "BLOCK_V", 256)
     wide = spec.make_inputs({"T": 3, "V": 3100}, "fp32", seed=2)["x"]
@@ -109,6 +110,7 @@ def test_occurrences_rows_per_phase(spec):
 def test_seed_reverse_and_evict_switches(spec, seed, monkeypatch, reverse, evict):
     """REVERSE (pass 2's programs in reverse order) and PASS1_EVICT_LAST, with several splits per row and
     rows that do not fill the last chunk."""
+    monkeypatch.setitem(seed.CONFIGS, "ONE_READ", 0)
     monkeypatch.setitem(seed.CONFIGS, "REVERSE", reverse)
     monkeypatch.setitem(seed.CONFIGS, "PASS1_EVICT_LAST", evict)
     monkeypatch.setitem(seed.CONFIGS, "BLOCK_V", 256)
@@ -125,7 +127,7 @@ def test_seed_grouped_max_row_groups_and_stages(spec, seed, monkeypatch, group, 
     rows at a time: 12000 bytes is one 10000-byte fp32 row of V = 2500 a group), STORE_CS and STAGES, on rows
     split in several chunks whose last tile is partly masked."""
     for key, value in (("GROUP", group), ("ROW_GROUP_BYTES", row_bytes), ("STORE_CS", cs), ("STAGES", stages),
-                       ("BLOCK_V", 256)):
+                       ("BLOCK_V", 256), ("ONE_READ", 0)):
         monkeypatch.setitem(seed.CONFIGS, key, value)
     for T, V in ((3, 2500), (2, 1000)):
         assert seed._split(T, V, 256)[1] > 1
@@ -145,3 +147,74 @@ def test_row_groups_cover_every_row_once_within_the_limit(seed, monkeypatch):
     assert seed._row_groups(256, 151936 * 2) == [(0, 64), (64, 128), (128, 192), (192, 256)]   # <= 82 rows, equal
     monkeypatch.setitem(seed.CONFIGS, "ROW_GROUP_BYTES", 0)
     assert seed._row_groups(256, 151936 * 2) == [(0, 256)]
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("T, V", [(3, 2500), (2, 17), (1, 4096)])
+def test_one_read_path_with_one_chunk_a_row(spec, seed, monkeypatch, T, V):
+    """ONE_READ under the interpreter, where it runs only when a row is one chunk: the packed (max, sum) word
+    published and read back, the probabilities from the registers; V = 4096 fills the chunk exactly."""
+    monkeypatch.setitem(seed.CONFIGS, "ONE_READ_MIN_BLOCK", 4096)
+    monkeypatch.setitem(seed.CONFIGS, "ONE_READ_MIN_BYTES", 0)
+    assert seed._one_read_block(T, V) >= V
+    inputs = spec.make_inputs({"T": T, "V": V}, "fp32", seed=T * V)
+    assert tolerance_failures(seed.softmax(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_one_read_wait_that_never_ends_leaves_nan_not_a_wrong_value(spec, seed, monkeypatch):
+    """Two chunks under the interpreter: chunk 0 runs first and waits for chunk 1, which has not started; after
+    ONE_READ_MAX_SPINS rounds it gives up and its probabilities are NaN (the correctness gate fails it), while
+    chunk 1, which found both words, is right."""
+    monkeypatch.setitem(seed.CONFIGS, "ONE_READ_MAX_SPINS", 3)
+    x = spec.make_inputs({"T": 1, "V": 3000}, "fp32", seed=4)["x"]
+    y = torch.empty(1, 3000)
+    seed._softmax_one_read(x, y, 2048)
+    assert torch.isnan(y[0, :2048]).all()
+    ref = spec.reference(x)
+    assert tolerance_failures(y[:, 2048:], ref[:, 2048:], spec.tolerance("fp32")) == []
+
+
+def test_one_read_block_fills_the_gpu_within_its_bounds(seed):
+    for T, V in ((256, 151936), (64, 129280), (1, 151936), (4, 32000), (1, 17), (512, 256000)):
+        block = seed._one_read_block(T, V)
+        assert block & (block - 1) == 0 and block <= seed.CONFIGS["ONE_READ_BLOCK"]
+        assert block >= min(seed.CONFIGS["ONE_READ_MIN_BLOCK"], triton_next_pow2(V))
+        if block < seed.CONFIGS["ONE_READ_BLOCK"] and block < triton_next_pow2(V):
+            assert T * -(-V // (2 * block)) < seed.CONFIGS["TARGET_PROGRAMS"]     # a larger chunk was too few
+    assert seed._one_read_block(256, 151936) == seed.CONFIGS["ONE_READ_BLOCK"]
+    assert seed._one_read_block(1, 151936) == seed.CONFIGS["ONE_READ_MIN_BLOCK"]
+
+
+def triton_next_pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
+def test_one_read_kernel_compiles_for_hopper_without_spills(spec, seed):
+    """Every one-read block and warp count the search can pick compiles for sm_90 with no local memory (a chunk
+    lives in registers between publishing and writing: a spill would be a second read of it)."""
+    from hopper_compile import compile_for_hopper
+    types = {"x_ptr": "*bf16", "ws_ptr": "*i64", "y_ptr": "*fp32", "SPLITS": "i32", "max_spins": "i32"}
+    compiles = [{"kernel": "_softmax_one_read_kernel", "types": types, "aligned": ["x_ptr", "ws_ptr", "y_ptr"],
+                 "constexprs": {"BLOCK": block, "BLOCK_S": 64}, "num_warps": warps, "num_stages": 1}
+                for block in seed.SEARCH_SPACE["ONE_READ_BLOCK"] for warps in seed.SEARCH_SPACE["ONE_READ_WARPS"]
+                if block // (32 * warps) <= 64]
+    assert len(compiles) >= 6
+    for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c}: {r['usage']}"
+
+
+@pytest.mark.gpu
+def test_one_read_on_the_gpu_matches_the_reference_every_time(spec, seed, monkeypatch):
+    """The wait across programs on a real GPU: hot and odd shapes, each call checked against the reference, ten
+    calls a shape (a race would show as an occasional wrong or NaN row), with every shape on the one-read path
+    and then with the default threshold."""
+    default = seed.CONFIGS["ONE_READ_MIN_BYTES"]
+    for T, V in ((256, 151936), (64, 129280), (1, 151936), (7, 32003), (300, 201088)):
+        inputs = spec.make_inputs({"T": T, "V": V}, "bf16", seed=T + V, device="cuda")
+        ref = spec.reference(**inputs)
+        for min_bytes in (0, default):
+            monkeypatch.setitem(seed.CONFIGS, "ONE_READ_MIN_BYTES", min_bytes)
+            for _ in range(10):
+                out = seed.softmax(**inputs)
+                assert tolerance_failures(out, ref, spec.tolerance("bf16")) == [], (T, V, min_bytes)

@@ -23,6 +23,9 @@ Structural switches (constexpr, per table entry; 0 is the earlier seed):
   warps replaces two in a row, as rms_norm_quant_fp8's ONE_REDUCE does for its sum and amax. Only for 2-byte
   dtypes: their output ulp is 2^13 (fp16) to 2^16 (bf16) times fp32's, so the shift's rounding cannot show;
   fp32 rows keep the centred two-pass statistics (SHIFT is ignored for them).
+- EVEN (CONFIGS["even"], one-pass rows): when H is BLOCK_H and a program takes one row, every element of its
+  tile is in bounds (the grid has one program a row), so the loads, the centring and the store go without
+  masks: fewer instructions in a decode program whose time is its dependent chain.
 Row counts up to CONFIGS["decode_max_t"] take the decode table, larger ones by_block_h.
 """
 import torch
@@ -60,8 +63,12 @@ CONFIGS = {
     # 4096 on 16 warps (8 elements a thread) read 2.46 / 2.69 us at T = 16 / 64 against 2.59 / 2.77 on 8, but
     # 3.62 against 3.48 at T = 256 (variants `decode_shift_w16` and `decode_shift`, 2026-12-03).
     "decode_small_t": 64,
+    # drop the masks where every element is in bounds (EVEN above); 0 keeps them everywhere (the earlier seed).
+    # 0.92-0.97 of the masked path's time at T = 16-256, H = 4096 and 0.98 at prefill on the H200 (2026-12-04:
+    # 2.39 / 2.57 / 3.37 us against 2.48 / 2.80 / 3.48, the variant `masked`; new_ops_h200.md, session 19)
+    "even": 1,
 }
-SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1]}
+SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1], "even": [0, 1]}
 
 
 @triton.jit
@@ -81,14 +88,40 @@ def _add_pair(s_a, q_a, s_b, q_b):
 @triton.jit
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
                        ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr, CHAN: tl.constexpr, SHIFT: tl.constexpr):
+                       PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr, CHAN: tl.constexpr, SHIFT: tl.constexpr,
+                       EVEN: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
     x_rows = x_ptr + rows64[:, None] * stride_x_row
     y_rows = y_ptr + rows64[:, None] * stride_y_row
     cols = tl.arange(0, BLOCK_H)
-    if NUM_CHUNKS == 1:
+    if NUM_CHUNKS == 1 and EVEN:
+        # one row, H == BLOCK_H: nothing out of bounds, the same steps as below without masks
+        if PRELOAD_WB:
+            w = tl.load(w_ptr + cols, eviction_policy="evict_last").to(tl.float32)
+            b = tl.load(b_ptr + cols, eviction_policy="evict_last").to(tl.float32)
+        x = tl.load(x_rows + cols[None, :] * stride_x_col, eviction_policy="evict_first").to(tl.float32)
+        if SHIFT:
+            k = tl.load(x_rows).to(tl.float32)                                        # [1, 1]: x[row, 0]
+            xs = x - k
+            s, q = tl.reduce((xs, xs * xs), 1, _add_pair)
+            mean = k.reshape([ROWS]) + s / H
+            var = tl.maximum(q - s * (s / H), 0.0) / H
+        else:
+            mean = tl.sum(x, axis=1) / H
+            var = tl.sum((x - mean[:, None]) * (x - mean[:, None]), axis=1) / H
+        xc = x - mean[:, None]
+        if RSQRT:
+            rstd = tl.rsqrt(var + eps)
+        else:
+            rstd = 1.0 / tl.sqrt(var + eps)
+        if not PRELOAD_WB:
+            w = tl.load(w_ptr + cols, eviction_policy="evict_last").to(tl.float32)
+            b = tl.load(b_ptr + cols, eviction_policy="evict_last").to(tl.float32)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(y_rows + cols[None, :], y.to(y_ptr.dtype.element_ty))
+    elif NUM_CHUNKS == 1:
         col_mask = cols < H
         mask = row_mask[:, None] & col_mask[None, :]
         if PRELOAD_WB:
@@ -165,6 +198,11 @@ def _config(T: int, block_h: int) -> dict:
     return cfg
 
 
+def _even(cfg: dict, H: int, block_h: int) -> int:
+    """1 where the unmasked one-pass path applies: one row a program, H == BLOCK_H, not CHAN's groups."""
+    return int(bool(CONFIGS["even"]) and cfg["ROWS"] == 1 and H == block_h and not cfg["CHAN"])
+
+
 def layer_norm(x, weight, bias, eps=1e-5):
     if x.dim() != 2 or weight.shape != (x.shape[1],) or bias.shape != (x.shape[1],):
         raise ValueError(f"layer_norm expects x[T,H], weight[H], bias[H]; got x {tuple(x.shape)}, "
@@ -178,8 +216,9 @@ def layer_norm(x, weight, bias, eps=1e-5):
     cfg = _config(T, block_h)
     shift = cfg["SHIFT"] if x.element_size() == 2 else 0          # fp32 rows: the centred statistics only
     grid = (triton.cdiv(T, cfg["ROWS"]),)
+    even = _even(cfg, H, block_h)
     _layer_norm_kernel[grid](x, weight, bias, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
                              ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
                              PRELOAD_WB=cfg["PRELOAD_WB"], RSQRT=cfg["RSQRT"], CHAN=cfg["CHAN"],
-                             SHIFT=shift, num_warps=cfg["num_warps"])
+                             SHIFT=shift, EVEN=even, num_warps=cfg["num_warps"])
     return y

@@ -26,6 +26,19 @@ better on the H200 and stay off: benchmarks/results/new_ops_h200.md, session 15)
 - STAGES = S > 1: both passes' loops prefetch S - 1 tiles ahead (cp.async into shared memory, Triton's
   pipeliner); 1 is a plain loop, one 16-byte load a thread in flight, then its arithmetic. More bytes in
   flight per SM is what a streaming pass needs to reach DRAM bandwidth (Little's law).
+
+ONE_READ = 1 (on a GPU, for an x larger than ONE_READ_MIN_BYTES; the default from 2026-12-04) reads x once: each program holds one chunk of
+ONE_READ_BLOCK logits of a row in registers, publishes its chunk's (max, sum) and waits until every chunk of
+its row has, then writes its probabilities from the registers. That is 6 bytes an element for bf16 input
+against the two passes' 8 (Q counts 6), in one launch. The wait needs every chunk of a row running at once:
+a program takes its chunk from a ticket (an atomic counter, in the order programs start), so it only waits
+for chunks of its row that hold lower or nearby tickets, which have started; a row's chunks (at most a few
+hundred) always fit on the GPU at once, so the wait always ends. Each (max, sum) pair is one 64-bit word
+written by one atomic exchange, the word itself the flag: a workspace filled with -1 (whose low half has the
+sign bit set, which a sum of exps never has) means not yet published. The wait is bounded
+(ONE_READ_MAX_SPINS rounds): a chunk that never arrives leaves NaN in the row's output, never a plausible
+wrong value. Under Triton's interpreter programs run one after another, so a chunk could wait for one that
+has not started: on the CPU the one-read path runs only when a row is one chunk.
 """
 import torch
 import triton
@@ -47,10 +60,22 @@ CONFIGS = {
     "ROW_GROUP_BYTES": 0,
     "STORE_CS": 0,
     "STAGES": 1,
+    # the one-read path: a chunk a program; the chunk halves (down to ONE_READ_MIN_BLOCK) while the grid has
+    # fewer than TARGET_PROGRAMS programs, so a few rows still fill the GPU. Only for an x of more than
+    # ONE_READ_MIN_BYTES: a smaller x stays in the 50 MB L2 for the two passes' re-read, and there the two passes
+    # were faster (2026-12-04: T = 64, V = 129280-151936, 19-23 MB: 19.8-23.6 us against 22.5-25.5; T = 256,
+    # 66-78 MB: one read 72.8-79.4 against 76.1-89.4; the variants `two_pass` and the seed, new_ops_h200.md)
+    "ONE_READ": 1,
+    "ONE_READ_MIN_BYTES": 48 << 20,
+    "ONE_READ_BLOCK": 8192,
+    "ONE_READ_MIN_BLOCK": 2048,
+    "ONE_READ_WARPS": 8,
+    "ONE_READ_MAX_SPINS": 1 << 22,
 }
 SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1], "GROUP": [1, 4, 8], "STORE_CS": [0, 1],
                 "STAGES": [1, 2, 3],
-                "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20]}
+                "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20],
+                "ONE_READ": [0, 1], "ONE_READ_MIN_BYTES": [0, 24 << 20, 48 << 20], "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16]}
 
 
 @triton.jit
@@ -119,6 +144,46 @@ def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHU
             tl.store(y_ptr + row * stride_y + c, tl.exp(x - m) * inv, mask=mask)
 
 
+@triton.jit
+def _softmax_one_read_kernel(x_ptr, ws_ptr, y_ptr, V, stride_x, stride_y, SPLITS, max_spins,
+                             BLOCK: tl.constexpr, BLOCK_S: tl.constexpr):
+    # ws[0]: the ticket counter (from -1); ws[1 + row * SPLITS + chunk]: the chunk's packed (max, sum), -1
+    # until published
+    ticket = tl.atomic_add(ws_ptr, 1) + 1
+    row = (ticket // SPLITS).to(tl.int64)
+    chunk = ticket % SPLITS
+    c = chunk * BLOCK + tl.arange(0, BLOCK)
+    mask = c < V
+    x = tl.load(x_ptr + row * stride_x + c, mask=mask, other=float("-inf")).to(tl.float32)
+    m = tl.maximum(tl.max(x, axis=0), -1.0e30)        # a finite floor: an all -inf chunk gives e = 0, not NaN
+    e = tl.exp(x - m)
+    s = tl.sum(e, axis=0)
+    # the high word the max's bits, the low word the sum's with the sign bit cleared (a sum of exps is >= 0
+    # or NaN): a published word never equals the -1 of an empty slot
+    m_bits = m.to(tl.int32, bitcast=True).to(tl.int64)
+    s_bits = (s.to(tl.int32, bitcast=True) & 0x7FFFFFFF).to(tl.int64)
+    slots = ws_ptr + 1 + row * SPLITS
+    tl.atomic_xchg(slots + chunk, (m_bits << 32) | s_bits, sem="release")
+    sp = tl.arange(0, BLOCK_S)
+    smask = sp < SPLITS
+    words = tl.atomic_add(slots + sp, 0, mask=smask, sem="acquire")
+    pending = tl.sum((smask & (words == -1)).to(tl.int32), axis=0)
+    spins = 0
+    while pending > 0:
+        words = tl.atomic_add(slots + sp, 0, mask=smask, sem="acquire")
+        pending = tl.sum((smask & (words == -1)).to(tl.int32), axis=0)
+        spins += 1
+        pending = tl.where(spins >= max_spins, 0, pending)     # give up: the -1 words unpack to NaN below
+    pm = (words >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+    ps = (words & 0xFFFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+    pm = tl.where(smask, pm, -1.0e30)
+    ps = tl.where(smask, ps, 0.0)
+    m_row = tl.max(pm, axis=0)
+    total = tl.sum(ps * tl.exp(pm - m_row), axis=0)
+    scale = tl.exp(m - m_row) / total
+    tl.store(y_ptr + row * stride_y + c, e * scale, mask=mask)
+
+
 def _split(T: int, V: int, block_v: int) -> tuple[int, int]:
     """(chunk, splits): chunks of whole tiles, none empty, about TARGET_PROGRAMS programs in all."""
     tiles = triton.cdiv(V, block_v)
@@ -153,6 +218,26 @@ def _softmax_rows(x, y, part, block_v: int) -> None:
                                     num_warps=CONFIGS["num_warps"])
 
 
+def _one_read_block(T: int, V: int) -> int:
+    """The one-read path's chunk: ONE_READ_BLOCK, halved while T rows give fewer than TARGET_PROGRAMS
+    programs, never below ONE_READ_MIN_BLOCK (nor above the row's width rounded up to a power of two)."""
+    block = min(CONFIGS["ONE_READ_BLOCK"], max(16, triton.next_power_of_2(V)))
+    while block > CONFIGS["ONE_READ_MIN_BLOCK"] and T * triton.cdiv(V, block) < CONFIGS["TARGET_PROGRAMS"]:
+        block //= 2
+    return block
+
+
+def _softmax_one_read(x, y, block: int) -> None:
+    """Softmax of x's rows into y, x read once (see ONE_READ above); one fill of the workspace, one launch."""
+    T, V = x.shape
+    splits = triton.cdiv(V, block)
+    ws = torch.full((1 + T * splits,), -1, dtype=torch.int64, device=x.device)
+    _softmax_one_read_kernel[(T * splits,)](x, ws, y, V, x.stride(0), y.stride(0), splits,
+                                             CONFIGS["ONE_READ_MAX_SPINS"], BLOCK=block,
+                                             BLOCK_S=triton.next_power_of_2(splits),
+                                             num_warps=CONFIGS["ONE_READ_WARPS"])
+
+
 def softmax(x):
     if x.dim() != 2:
         raise ValueError(f"softmax expects x[T,V]; got x {tuple(x.shape)}")
@@ -162,6 +247,11 @@ def softmax(x):
     y = torch.empty((T, V), dtype=torch.float32, device=x.device)
     if T == 0 or V == 0:
         return y
+    if CONFIGS["ONE_READ"] and T * V * x.element_size() > CONFIGS["ONE_READ_MIN_BYTES"]:
+        block = _one_read_block(T, V)
+        if x.is_cuda or block >= V:         # the interpreter runs programs in turn: one chunk a row only
+            _softmax_one_read(x, y, block)
+            return y
     block_v = CONFIGS["BLOCK_V"]
     groups = _row_groups(T, V * x.element_size())
     # one partials buffer, as large as the most any group needs (a shorter last group can take more splits a
