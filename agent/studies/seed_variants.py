@@ -183,9 +183,10 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     "rms_norm": [("persistent", {**_every("by_block_h", PERSISTENT=1), **_every("decode_by_block_h", PERSISTENT=1)})] + [
         (f"persistent_s{s}_p{p}", {**_every("by_block_h", PERSISTENT=1, LOOP_STAGES=s, PROGRAMS_PER_SM=p),
                                    **_every("decode_by_block_h", PERSISTENT=1, LOOP_STAGES=s, PROGRAMS_PER_SM=p)})
-        for s, p in ((2, 2), (2, 4), (3, 4), (2, 8))] + [
+        for s, p in ((2, 2), (2, 4))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
-        ("rows_double", _scale("ROWS", 2, hi=16))],
+        ("rows_double", _scale("ROWS", 2, hi=16)),
+        ("masked", {"even": 0}), ("before", {"even": 0, "decode_small_t": 0})],   # the seed before 2026-12-04
     # the split-row path at every B (2026-12-02 session 9); its counters kept per thread across a chunk (LOCAL_ACC)
     # with chunks per row, tile and warps
     "top_k_top_p_filter": [
@@ -309,7 +310,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # decode rows (H = 8192, T 16-256) at 0.28-0.44 attainment, one row a 16-warp program: now one two-value
     # reduction (ONE_REDUCE) and 8 warps; the seed before 2026-12-03, each change alone, the warps
     "rms_norm_quant_fp8": [
-        ("two_reduces_w16", {"ONE_REDUCE": 0, "by_block_h.8192.num_warps": 16}),
+        ("masked", {"even": 0}),                                        # the seed before 2026-12-04
         ("two_reduces", {"ONE_REDUCE": 0}),
         ("w16", {"by_block_h.8192.num_warps": 16}),
         ("w4", {"by_block_h.8192.num_warps": 4}),

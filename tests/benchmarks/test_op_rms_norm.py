@@ -254,6 +254,32 @@ def test_occurrences_do_not_depend_on_tp(spec):
     assert spec.module.occurrences(cfg, 8, 256) == spec.module.occurrences(cfg, 1, 256) == expected
 
 
+@pytest.mark.interpreter
+@pytest.mark.parametrize("T, H", [(2, 2048), (3, 512), (2, 4096)])
+def test_unmasked_rows_match_the_masked_path_bit_for_bit(spec, seed, monkeypatch, T, H):
+    """EVEN (one row a program, H a power of two: no masks) computes what the masked path does, on the decode
+    and the prefill table (H = 512 is one row a program at decode only); a row of 1536 keeps its masks."""
+    for decode_max_t in (256, 0):
+        monkeypatch.setitem(seed.CONFIGS, "decode_max_t", decode_max_t)
+        inputs = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T * H)
+        even = seed.rms_norm(**inputs)
+        assert tolerance_failures(even, spec.reference(**inputs), spec.tolerance("fp32")) == []
+        monkeypatch.setitem(seed.CONFIGS, "even", 0)
+        assert torch.equal(seed.rms_norm(**inputs), even)
+        monkeypatch.setitem(seed.CONFIGS, "even", 1)
+    odd = spec.make_inputs({"T": 2, "H": 1536}, "fp32", seed=5)
+    assert tolerance_failures(seed.rms_norm(**odd), spec.reference(**odd), spec.tolerance("fp32")) == []
+
+
+def test_small_decode_calls_take_their_own_warps(seed, monkeypatch):
+    """Up to decode_small_t rows the decode entry of 2048 (rows of 1025-2048) runs on 8 warps, above it on 4."""
+    small = seed.CONFIGS["decode_small_t"]
+    assert seed._config(1, 2048)["num_warps"] == seed._config(small, 2048)["num_warps"] == 8
+    assert seed._config(small + 1, 2048)["num_warps"] == seed._config(4096, 2048)["num_warps"] == 4
+    assert seed._config(16, 512)["num_warps"] == 1
+    monkeypatch.setitem(seed.CONFIGS, "decode_small_t", 0)
+    assert seed._config(16, 2048)["num_warps"] == 4
+
 # ---- compile for Hopper without a GPU ---------------------------------------------------------
 
 COMPILE_SCRIPT = textwrap.dedent(r"""
@@ -272,10 +298,12 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
             sig = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "T": "i32", "H": "i32",
                    "stride_x_row": "i32", "stride_x_col": "constexpr", "stride_w": "constexpr",
                    "stride_y_row": "i32", "eps": "fp32", "ROWS": "constexpr", "BLOCK_H": "constexpr",
-                   "NUM_CHUNKS": "constexpr", "PERSISTENT": "constexpr", "LOOP_STAGES": "constexpr"}
+                   "NUM_CHUNKS": "constexpr", "PERSISTENT": "constexpr", "LOOP_STAGES": "constexpr",
+                   "EVEN": "constexpr"}
             src = triton.compiler.ASTSource(m._rms_norm_kernel, sig, attrs={(i,): d16 for i in (0, 1, 2, 4, 5, 8)},
                 constexprs={"stride_x_col": 1, "stride_w": 1, "ROWS": cfg["ROWS"], "BLOCK_H": block,
-                            "NUM_CHUNKS": triton.cdiv(H, block), "PERSISTENT": persistent, "LOOP_STAGES": stages})
+                            "NUM_CHUNKS": triton.cdiv(H, block), "PERSISTENT": persistent, "LOOP_STAGES": stages,
+                            "EVEN": int(cfg["ROWS"] == 1 and H == block)})
             k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
             with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
                 f.write(k.asm["cubin"])

@@ -84,3 +84,20 @@ def test_holdout_dims(spec):
 def test_occurrences(spec):
     assert spec.module.occurrences(MODELS["llama-3.1-70b-fp8"], 4, 64) == [({"T": 64, "H": 8192}, 1)]
     assert spec.module.occurrences(MODELS["llama-3.1-70b"], 8, 64) == []
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("T, H", [(2, 2048), (3, 4096)])
+def test_unmasked_rows_match_the_masked_path(spec, seed, monkeypatch, T, H):
+    """EVEN (one row a program, H a power of two: loads and stores without masks) against the reference, and bit
+    for bit against the masked path (the same arithmetic); a row of 3000 stays masked and is right too."""
+    assert seed._config(H)["ROWS"] == 1 and seed.CONFIGS["even"] == 1
+    inputs = spec.make_inputs({"T": T, "H": H}, "fp32", seed=T * H)
+    even = seed.rms_norm_quant_fp8(**inputs)
+    assert spec.module.check(inputs, even, spec.reference(**inputs)) is None
+    monkeypatch.setitem(seed.CONFIGS, "even", 0)
+    masked = seed.rms_norm_quant_fp8(**inputs)
+    assert torch.equal(even[0].view(torch.uint8), masked[0].view(torch.uint8)) and torch.equal(even[1], masked[1])
+    monkeypatch.setitem(seed.CONFIGS, "even", 1)
+    odd = spec.make_inputs({"T": 2, "H": 3000}, "fp32", seed=3)
+    assert spec.module.check(odd, seed.rms_norm_quant_fp8(**odd), spec.reference(**odd)) is None

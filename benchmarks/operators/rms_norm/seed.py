@@ -8,6 +8,9 @@ normalize), the second re-reading x. Structural switch per bucket (constexpr):
   per program instead of once per row block, and with LOOP_STAGES >= 2 the compiler may prefetch the
   next block's rows while the current one is reduced.
 One launch per call and no host synchronization, so the call can be captured in a CUDA graph.
+EVEN (CONFIGS["even"], one-pass rows): when a program's block is one row and H is BLOCK_H, every element is
+in bounds, so the loads and the store go without masks: fewer instructions on the dependent chain a decode
+program's time is (layer_norm's EVEN: 0.92-0.97 of its time at T = 16-256).
 """
 import torch
 import triton
@@ -32,53 +35,78 @@ CONFIGS = {
         256: {"ROWS": 8, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
         512: {"ROWS": 1, "num_warps": 1, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},  # r1w1: decode_probe, s11
         1024: {"ROWS": 2, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
-        2048: {"ROWS": 1, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
+        2048: {"ROWS": 1, "num_warps": 4, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1,
+               "small_t_num_warps": 8},
         4096: {"ROWS": 1, "num_warps": 8, "PERSISTENT": 0, "PROGRAMS_PER_SM": 4, "LOOP_STAGES": 1},
         8192: {"ROWS": 1, "num_warps": 16, "PERSISTENT": 0, "PROGRAMS_PER_SM": 2, "LOOP_STAGES": 1},
     },
+    # Decode calls of at most this many rows take their entry's small_t_num_warps where it has one: rows of
+    # 1536 (BLOCK_H 2048) on 8 warps read 1.98 / 2.14 us at T = 16 / 64 against 2.12 / 2.22 on 4, but 2.45
+    # against 2.38 at T = 256 (the variant `warps_double`, 2026-12-04, session 18). Session 19's run read 2.07 / 2.16
+    # against 2.01 / 2.14 on 4 (the variant `before`): within the 7% one configuration spreads at 2 us
+    # (benchmarks/results/h200.md), so kept, not claimed.
+    "decode_small_t": 64,
+    "even": 1,             # 0: masks on every load and store (the seed before 2026-12-04); no difference measured
 }
-SEARCH_SPACE = {"PERSISTENT": [0, 1], "LOOP_STAGES": [1, 2, 3]}
+SEARCH_SPACE = {"PERSISTENT": [0, 1], "LOOP_STAGES": [1, 2, 3], "even": [0, 1]}
 
 
 @triton.jit
-def _load_rows(x_ptr, blk, T, H, stride_x_row, stride_x_col, ROWS: tl.constexpr, BLOCK_H: tl.constexpr):
+def _load_rows(x_ptr, blk, T, H, stride_x_row, stride_x_col, ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
+               EVEN: tl.constexpr):
     """One block of ROWS rows whose whole width fits in BLOCK_H, in fp32, with its row offsets and mask."""
     rows = blk * ROWS + tl.arange(0, ROWS)
     rows64 = rows.to(tl.int64)  # T * stride can pass 2^31 elements on large prefill batches
     cols = tl.arange(0, BLOCK_H)
     mask = (rows < T)[:, None] & (cols < H)[None, :]
-    x = tl.load(x_ptr + rows64[:, None] * stride_x_row + cols[None, :] * stride_x_col, mask=mask, other=0.0,
-                eviction_policy="evict_first").to(tl.float32)
+    ptrs = x_ptr + rows64[:, None] * stride_x_row + cols[None, :] * stride_x_col
+    if EVEN:        # one row, H == BLOCK_H: nothing out of bounds
+        x = tl.load(ptrs, eviction_policy="evict_first").to(tl.float32)
+    else:
+        x = tl.load(ptrs, mask=mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
     return x, rows64, mask
 
 
 @triton.jit
-def _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H: tl.constexpr):
+def _load_weight(w_ptr, H, stride_w, BLOCK_H: tl.constexpr, EVEN: tl.constexpr):
+    cols = tl.arange(0, BLOCK_H)
+    if EVEN:
+        return tl.load(w_ptr + cols * stride_w, eviction_policy="evict_last").to(tl.float32)
+    return tl.load(w_ptr + cols * stride_w, mask=cols < H, other=0.0, eviction_policy="evict_last").to(tl.float32)
+
+
+@triton.jit
+def _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H: tl.constexpr, EVEN: tl.constexpr):
     """y = x * rstd(x) * w for a block from _load_rows; w is the weight, already in fp32."""
     rstd = tl.rsqrt(tl.sum(x * x, axis=1) / H + eps)
     y = x * rstd[:, None] * w[None, :]
     cols = tl.arange(0, BLOCK_H)
-    tl.store(y_ptr + rows64[:, None] * stride_y_row + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
+    ptrs = y_ptr + rows64[:, None] * stride_y_row + cols[None, :]
+    if EVEN:
+        tl.store(ptrs, y.to(y_ptr.dtype.element_ty))
+    else:
+        tl.store(ptrs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_w, stride_y_row, eps,
                      ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                     PERSISTENT: tl.constexpr, LOOP_STAGES: tl.constexpr):
+                     PERSISTENT: tl.constexpr, LOOP_STAGES: tl.constexpr, EVEN: tl.constexpr):
     cols = tl.arange(0, BLOCK_H)
     if NUM_CHUNKS == 1:
         # Whole row in registers: one read of x, one write of y.
         if PERSISTENT:
-            w = tl.load(w_ptr + cols * stride_w, mask=cols < H, other=0.0, eviction_policy="evict_last").to(tl.float32)
+            w = _load_weight(w_ptr, H, stride_w, BLOCK_H, EVEN)
             for blk in tl.range(tl.program_id(0), tl.cdiv(T, ROWS), tl.num_programs(0), num_stages=LOOP_STAGES):
-                x, rows64, mask = _load_rows(x_ptr, blk, T, H, stride_x_row, stride_x_col, ROWS, BLOCK_H)
-                _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H)
+                x, rows64, mask = _load_rows(x_ptr, blk, T, H, stride_x_row, stride_x_col, ROWS, BLOCK_H, EVEN)
+                _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H, EVEN)
         else:
             # x before w: the weight's layout conversion (through shared memory, behind a barrier) waits for
             # its load; issued first, it held back the x load by one DRAM round trip on the H = 512 tiles
-            x, rows64, mask = _load_rows(x_ptr, tl.program_id(0), T, H, stride_x_row, stride_x_col, ROWS, BLOCK_H)
-            w = tl.load(w_ptr + cols * stride_w, mask=cols < H, other=0.0, eviction_policy="evict_last").to(tl.float32)
-            _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H)
+            x, rows64, mask = _load_rows(x_ptr, tl.program_id(0), T, H, stride_x_row, stride_x_col, ROWS, BLOCK_H,
+                                         EVEN)
+            w = _load_weight(w_ptr, H, stride_w, BLOCK_H, EVEN)
+            _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H, EVEN)
     else:
         # Rows too wide for registers: accumulate the sum of squares in fp32, then normalize chunk by chunk.
         rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
@@ -113,7 +141,10 @@ def _sm_count(x) -> int:
 def _config(T: int, block_h: int) -> dict:
     table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
-    return dict(table[fitting[0] if fitting else max(table)])
+    cfg = dict(table[fitting[0] if fitting else max(table)])
+    if T <= CONFIGS["decode_small_t"] and "small_t_num_warps" in cfg:
+        cfg["num_warps"] = cfg["small_t_num_warps"]
+    return cfg
 
 
 def rms_norm(x, weight, eps=1e-6):
@@ -134,5 +165,7 @@ def rms_norm(x, weight, eps=1e-6):
         grid = (blocks,)
     _rms_norm_kernel[grid](x, weight, y, T, H, x.stride(0), x.stride(1), weight.stride(0), y.stride(0), eps,
                            ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=num_chunks, PERSISTENT=persistent,
-                           LOOP_STAGES=cfg["LOOP_STAGES"] if persistent else 1, num_warps=cfg["num_warps"])
+                           LOOP_STAGES=cfg["LOOP_STAGES"] if persistent else 1,
+                           EVEN=int(bool(CONFIGS["even"]) and cfg["ROWS"] == 1 and H == block_h),
+                           num_warps=cfg["num_warps"])
     return y
