@@ -237,7 +237,11 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("one_read_everywhere", {"ONE_READ_MIN_BYTES": 0}),
         ("one_read_b4096_w4", {"ONE_READ_BLOCK": 4096, "ONE_READ_WARPS": 4}),
         ("one_read_b8192_w4", {"ONE_READ_WARPS": 4}),
-        ("one_read_b16384_w8", {"ONE_READ_BLOCK": 16384}),
+        # the two passes at T = 64 (19 MB, where they stay): 512 programs of 5 steps each ran at 40-44% of DRAM
+        # bandwidth and 44% occupancy, long-scoreboard bound (ncu, 2026-12-04); more, shorter programs
+        ("programs2048", {"TARGET_PROGRAMS": 2048}),
+        ("programs4096", {"TARGET_PROGRAMS": 4096}),
+        ("programs4096_w4", {"TARGET_PROGRAMS": 4096, "num_warps": 4}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [
@@ -347,5 +351,11 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # the decode bucket's one-row-a-program path (FLAT=2, 2026-12-04) against its flat launch, and its warps
         ("small_flat", _buckets(0, 1 << 16, "by_outputs", FLAT=1)),
         ("small_row_w1", _buckets(0, 1 << 16, "by_outputs", row_num_warps=1)),
-        ("small_row_w2", _buckets(0, 1 << 16, "by_outputs", row_num_warps=2))],
+        ("small_row_w2", _buckets(0, 1 << 16, "by_outputs", row_num_warps=2)),
+        # the constant-width flat kernel (FLAT=3, 2026-12-04) against the runtime-width one it replaced above
+        # 2^16 outputs, and its tile
+        ("runtime_i", _buckets(1 << 17, 1 << 62, "by_outputs", FLAT=1)),
+        ("const_i_2048w8", _buckets(1 << 17, 1 << 62, "by_outputs", BLOCK=2048, num_warps=8)),
+        ("const_i_512w4", _buckets(1 << 17, 1 << 62, "by_outputs", BLOCK=512)),
+        ("const_i_evict_first", {"flat_evict": "evict_first"})],            # the first FLAT=3 (2026-12-04)
 }

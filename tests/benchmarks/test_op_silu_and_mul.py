@@ -126,6 +126,26 @@ def test_both_launch_shapes_match_reference(spec, seed, monkeypatch, flat, T, I)
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("T, I", [(4, 256), (3, 200), (2, 37)])
+def test_constant_width_flat_path_matches_reference_and_falls_back_where_it_does_not_apply(spec, seed, monkeypatch,
+                                                                                          T, I):
+    """FLAT=3 (I a compile-time constant, int32 offsets): unmasked where BLOCK divides T*I (4 x 256 with BLOCK
+    256), masked otherwise; a row-strided view, a column-strided one and 2*T*I >= 2^31 take FLAT=1."""
+    buckets = [(bound, dict(cfg, FLAT=3, BLOCK=256)) for bound, cfg in seed.CONFIGS["by_outputs"]]
+    monkeypatch.setitem(seed.CONFIGS, "by_outputs", buckets)
+    cfg = seed._launch(T, I)
+    assert cfg["FLAT"] == 3 and cfg["EVEN"] == int(T * I % 256 == 0)
+    assert seed._launch(T, I, contiguous=False)["FLAT"] == 1
+    assert seed._launch(1 << 20, 1 << 10)["FLAT"] == 1                         # 2 * T * I = 2^31
+    assert seed._launch((1 << 20) - 1, 1 << 10)["FLAT"] == 3
+    x = spec.make_inputs({"T": T, "I": I}, "fp32", seed=T * I + 1, device="cpu")["x"]
+    view = torch.cat([x, x[:, :6]], dim=1)[:, : 2 * I]          # row stride 2I + 6: not contiguous
+    col_view = x.t().contiguous().t()
+    for arg in (x, view, col_view):
+        assert tolerance_failures(seed.silu_and_mul(arg), spec.reference(arg), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
 @pytest.mark.parametrize("T, I", [(3, 256), (4, 200), (1, 37)])
 def test_one_row_path_matches_reference_and_falls_back_where_it_does_not_apply(spec, seed, T, I):
     """FLAT=2: unmasked at a power-of-two I, masked otherwise, on a row-strided view too; a column stride
@@ -271,6 +291,14 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
     for I, warps, vector in ((256, 1, r"ld\.global\S*\.v4\."), (256, 4, r"ld\.global\S*\.b32"), (200, 4, None)):
         report[f"row I={I} w{warps}"] = compiled(m._silu_and_mul_row_kernel, sig, (0, 1, 2, 3),
             {"I": I, "BLOCK_I": triton.next_power_of_2(I), "WIDE": False}, warps, vector)
+    # the flat kernel with I a compile-time constant (FLAT=3): 16-byte loads where I is a multiple of 8
+    sig = {"x_ptr": "*bf16", "out_ptr": "*bf16", "n": "i32", "I": "constexpr", "BLOCK": "constexpr", "EVEN": "constexpr",
+           "EVICT": "constexpr"}
+    for (T, I), evict in zip(((64, 3584), (8192, 3584), (8192, 2304)), ("evict_first", "", "evict_first")):
+        cfg = m._launch(T, I)
+        report[f"flat const T={T} I={I}"] = compiled(m._silu_and_mul_flat_kernel, sig, (0, 1, 2),
+            {"I": I, "BLOCK": cfg["BLOCK"], "EVEN": cfg["EVEN"], "EVICT": evict}, cfg["num_warps"],
+            r"ld\.global\S*\.v4\.")
     print(json.dumps(report))
 """)
 
@@ -282,7 +310,7 @@ def test_seed_compiles_for_hopper_without_spills(spec, tmp_path):
                           text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert len(report) == 13
+    assert len(report) == 16
     for I, r in report.items():
         assert r["local"] == 0, f"I={I}: {r['local']} bytes of local memory (register spills)"
         assert r["regs"] <= 128, f"I={I}: {r['regs']} registers"

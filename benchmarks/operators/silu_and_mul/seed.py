@@ -1,7 +1,7 @@
 """Seed SiLU-and-multiply: out = silu(gate) * up, gate = x[:, :I], up = x[:, I:]; math in fp32.
 
 Memory-bound and elementwise: every output element reads its gate and up value once and is stored
-once. Two launch shapes, chosen per size bucket by the constexpr switch FLAT:
+once. Four launch shapes, chosen per size bucket by the constexpr switch FLAT:
 - FLAT=1: a 1-D grid over all T*I outputs, BLOCK per program; row and column come from one integer
   division by I (for I a multiple of 16 the compiler still proves 16-element runs contiguous, so the
   loads stay 16-byte vectors). Every program is full except the last, whatever T and I are: the shape
@@ -14,6 +14,13 @@ once. Two launch shapes, chosen per size bucket by the constexpr switch FLAT:
   ahead of the flat launch on I = 256 decode shapes (agent/studies/decode_probe.py, H200, 2026-12-02). Only
   for rows up to CONFIGS["max_row_i"] wide with unit column stride; other calls in such a bucket go FLAT=1
   (at I = 3584 one program a row took 2.6-11 us against the flat launch's 2.2).
+- FLAT=3: the flat launch over a contiguous x with I a compile-time constant (_silu_and_mul_flat_kernel):
+  row and column by a constant divisor (a multiply and shift, not a division), the gate's offset
+  row * 2I + col in int32, no masks when BLOCK divides T*I, and no eviction hint (CONFIGS["flat_evict"]): the
+  kernel torch.compile generates for this operator with static shapes, whose prefill calls were 2-4% ahead of
+  FLAT=1 (H200, 2026-12-04: 84.05 us against 86.57 at T8192-I7168; ncu: 88.5% of DRAM bandwidth against
+  82.6%). The hint, not the constant width, made that gap (see flat_evict). One compilation per distinct I (a
+  model has a few); calls it does not apply to (x not contiguous, 2*T*I >= 2^31) take FLAT=1.
 One launch per call and no host synchronization, so the call can be captured in a CUDA graph.
 """
 import torch
@@ -30,13 +37,20 @@ CONFIGS = {
         # flat launch's 1.84 / 2.00 / 2.14 and 2 warps' 1.73 / 1.81 / 2.04 (variants small_flat, small_row_w4;
         # H200, 2026-12-04). Calls it does not apply to take the flat launch: 4-16 programs of 8 per thread.
         (1 << 16, dict(FLAT=2, BLOCK=1024, num_warps=4, row_num_warps=4)),
-        (1 << 21, dict(FLAT=1, BLOCK=1024, num_warps=4)),      # decode, I=3584: 56-896 programs
+        # decode, I=3584: 56-896 programs; the constant-width flat kernel read 2.27 / 3.44 us at T64 / T256
+        # against FLAT=1's 2.38 / 3.66 (variant runtime_i, H200, 2026-12-04)
+        (1 << 21, dict(FLAT=3, BLOCK=1024, num_warps=4)),
         # prefill: 8 per thread, 44.85 / 23.80 / 86.75 us at T8192-I3584 / T4096-I3584 / T8192-I7168 against
         # 16 per thread's 45.42 / 24.20 / 87.72 (variant flat1024w4, same run)
-        (1 << 62, dict(FLAT=1, BLOCK=1024, num_warps=4)),
+        (1 << 62, dict(FLAT=3, BLOCK=1024, num_warps=4)),
     ],
     "max_block_i": 2048,
     "max_row_i": 512,      # FLAT=2 only up to this row width
+    # FLAT=3's load hint: none, as torch.compile's kernel. evict_first read 86.79 / 44.82 us at T8192-I7168 /
+    # T8192-I3584 against 83.94 / 44.11 without (torch.compile 83.99 / 44.11; H200, 2026-12-04,
+    # h200_records/s19_silu_evict_run.md, where the seed had the hint and the variant const_i_no_evict did not;
+    # now const_i_evict_first is the other way round); decode within noise
+    "flat_evict": "",
     "by_block_i": {
         128: {"ROWS": 16, "num_warps": 4},
         256: {"ROWS": 8, "num_warps": 4},
@@ -45,7 +59,7 @@ CONFIGS = {
         2048: {"ROWS": 1, "num_warps": 4},
     },
 }
-SEARCH_SPACE = {"FLAT": [0, 1, 2]}
+SEARCH_SPACE = {"FLAT": [0, 1, 2, 3], "flat_evict": ["evict_first", ""]}
 
 
 @triton.jit
@@ -97,7 +111,27 @@ def _silu_and_mul_row_kernel(x_ptr, out_ptr, stride_x_row, stride_out_row, I: tl
         tl.store(out_ptrs, out, mask=cols < I)
 
 
-def _launch(T: int, I: int, col_stride: int = 1) -> dict:
+@triton.jit
+def _silu_and_mul_flat_kernel(x_ptr, out_ptr, n, I: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
+                              EVICT: tl.constexpr):
+    """FLAT=3: x contiguous [T, 2I], out contiguous [T, I], 2 * T * I < 2^31 (int32 offsets); EVEN: BLOCK divides
+    n = T * I, so every program is full. EVICT: "evict_first" or "" (no hint) on the loads."""
+    idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    src = (idx // I) * (2 * I) + idx % I
+    if EVEN:
+        gate = tl.load(x_ptr + src, eviction_policy=EVICT).to(tl.float32)
+        up = tl.load(x_ptr + src + I, eviction_policy=EVICT).to(tl.float32)
+    else:
+        gate = tl.load(x_ptr + src, mask=idx < n, other=0.0, eviction_policy=EVICT).to(tl.float32)
+        up = tl.load(x_ptr + src + I, mask=idx < n, other=0.0, eviction_policy=EVICT).to(tl.float32)
+    out = (gate / (1.0 + tl.exp(-gate)) * up).to(out_ptr.dtype.element_ty)    # as above: -0 at a ~ -400
+    if EVEN:
+        tl.store(out_ptr + idx, out)
+    else:
+        tl.store(out_ptr + idx, out, mask=idx < n)
+
+
+def _launch(T: int, I: int, col_stride: int = 1, contiguous: bool = True) -> dict:
     n = T * I
     launch = dict(CONFIGS["by_outputs"][-1][1])
     for bound, cfg in CONFIGS["by_outputs"]:
@@ -107,6 +141,10 @@ def _launch(T: int, I: int, col_stride: int = 1) -> dict:
     if launch["FLAT"] == 2:
         if I <= CONFIGS["max_row_i"] and col_stride == 1:
             return dict(launch, BLOCK_I=triton.next_power_of_2(I), num_warps=launch.get("row_num_warps", launch["num_warps"]))
+        launch["FLAT"] = 1
+    if launch["FLAT"] == 3:
+        if contiguous and 2 * n < 1 << 31:
+            return dict(launch, ROWS=1, BLOCK_I=1, EVEN=int(n % launch["BLOCK"] == 0))
         launch["FLAT"] = 1
     if n >= 1 << 31:
         launch["FLAT"] = 0               # the flat index is int32
@@ -128,7 +166,12 @@ def silu_and_mul(x):
     out = torch.empty((T, I), dtype=x.dtype, device=x.device)
     if T == 0 or I == 0:
         return out
-    cfg = _launch(T, I, x.stride(1))
+    cfg = _launch(T, I, x.stride(1), x.is_contiguous())
+    if cfg["FLAT"] == 3:
+        _silu_and_mul_flat_kernel[(triton.cdiv(T * I, cfg["BLOCK"]),)](x, out, T * I, I=I, BLOCK=cfg["BLOCK"],
+                                                                      EVEN=cfg["EVEN"], EVICT=CONFIGS["flat_evict"],
+                                                                      num_warps=cfg["num_warps"])
+        return out
     if cfg["FLAT"] == 2:
         wide = max(T * x.stride(0), T * I) >= 1 << 31
         _silu_and_mul_row_kernel[(T,)](x, out, x.stride(0), out.stride(0), I=I, BLOCK_I=cfg["BLOCK_I"], WIDE=wide,
