@@ -300,6 +300,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("min_p264", {"min_programs": 264}),
         ("rows2_w1", {"by_block_h.128.ROWS": 2}),
         ("fast_rows2_w1", {"by_block_h.128.ROWS": 2, "FAST": 1}),
+        ("no_evict", {"x_evict": ""}),                   # x and z loads without evict_first
     ],
     # prefill (B2/B4, D 4096, L 2048) at 0.44 of its roofline with W shifted 2-byte loads per output; now two
     # aligned vectors a row of 8 (VEC_W4). The scalar taps (the seed before 2026-12-03), the tile and warps
@@ -344,6 +345,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("d1w8_p4w4", _rotary(1, 8, 4, 4)),
         ("d2w4_p8w8", _rotary(2, 4, 8, 8)),
         ("d2w2_p1w4", _rotary(2, 2, 1, 4)),         # p1w4: one token a program, 4 warps, as Liger's grid
+        ("no_evict", {"x_evict": ""}),               # q and k loads without evict_first
     ],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))

@@ -225,7 +225,7 @@ def test_seed_compiles_for_hopper_without_spills(spec, seed):
         for heads_q, heads_k, tokens in ((8, 1, cfg["TOKENS"]), (8, 1, 4), (limit // 64, 8, 1)):
             compiles.append({"kernel": "_rotary_embedding_fused_kernel", "types": types, "aligned": list(types),
                              "constexprs": dict(HALF=64, BLOCK_HALF=64, TOKENS=tokens, HEADS_Q=heads_q,
-                                                HEADS_K=heads_k, IS_NEOX=True),
+                                                HEADS_K=heads_k, IS_NEOX=True, X_EVICT=seed.CONFIGS["x_evict"]),
                              "num_warps": cfg["num_warps"], "num_stages": 1})
     compiles.append({"kernel": "_rotary_embedding_kernel", "types": types, "aligned": list(types),
                      "constexprs": dict(HALF=64, BLOCK_HALF=64, BLOCK_H=8, IS_NEOX=False), "num_warps": 4,

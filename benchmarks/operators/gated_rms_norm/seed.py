@@ -18,6 +18,10 @@ CONFIGS = {
     "max_block_h": 8192,
     "min_programs": 528,
     "FAST": 0,
+    # the hint on the x and z loads: "evict_first" (streamed once) or "" (none). silu_and_mul's flat kernel read
+    # 0.97 of its prefill time without it; here none read 1.02-1.04 at prefill (variant no_evict, H200,
+    # 2026-12-04, new_ops_h200.md session 19)
+    "x_evict": "evict_first",
     "by_block_h": {
         128: {"ROWS": 4, "num_warps": 1},
         256: {"ROWS": 8, "num_warps": 4},
@@ -28,14 +32,14 @@ CONFIGS = {
         8192: {"ROWS": 1, "num_warps": 16},
     },
 }
-SEARCH_SPACE = {"FAST": [0, 1]}      # a code path, not a size: the offline search may flip it
+SEARCH_SPACE = {"FAST": [0, 1], "x_evict": ["evict_first", ""]}      # code paths, not sizes: the search may flip them
 
 
 @triton.jit
 def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_z_row,
                            stride_z_col, stride_w, stride_y_row, eps,
                            ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                           FAST: tl.constexpr):
+                           FAST: tl.constexpr, X_EVICT: tl.constexpr):
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -47,9 +51,9 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, strid
         col_mask = cols < H
         mask = row_mask[:, None] & col_mask[None, :]
         x = tl.load(x_rows + cols[None, :] * stride_x_col, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+                    eviction_policy=X_EVICT).to(tl.float32)
         z = tl.load(z_rows + cols[None, :] * stride_z_col, mask=mask, other=0.0,
-                    eviction_policy="evict_first").to(tl.float32)
+                    eviction_policy=X_EVICT).to(tl.float32)
         w = tl.load(w_ptr + cols * stride_w, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
         if FAST:
             rstd = tl.rsqrt(tl.sum(x * x, axis=1) / H + eps)
@@ -72,9 +76,9 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, strid
             col_mask = cc < H
             mask = row_mask[:, None] & col_mask[None, :]
             x = tl.load(x_rows + cc[None, :] * stride_x_col, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+                        eviction_policy=X_EVICT).to(tl.float32)
             z = tl.load(z_rows + cc[None, :] * stride_z_col, mask=mask, other=0.0,
-                        eviction_policy="evict_first").to(tl.float32)
+                        eviction_policy=X_EVICT).to(tl.float32)
             w = tl.load(w_ptr + cc * stride_w, mask=col_mask, other=0.0).to(tl.float32)
             y = x * rstd[:, None] * w[None, :] * (z / (1.0 + tl.exp(-z)))
             tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
@@ -106,5 +110,6 @@ def gated_rms_norm(x, z, weight, eps=1e-6):
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     _gated_rms_norm_kernel[grid](x, z, weight, y, T, H, x.stride(0), x.stride(1), z.stride(0), z.stride(1),
                                  weight.stride(0), y.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
-                                 NUM_CHUNKS=triton.cdiv(H, block_h), FAST=CONFIGS["FAST"], num_warps=cfg["num_warps"])
+                                 NUM_CHUNKS=triton.cdiv(H, block_h), FAST=CONFIGS["FAST"], X_EVICT=CONFIGS["x_evict"],
+                                 num_warps=cfg["num_warps"])
     return y

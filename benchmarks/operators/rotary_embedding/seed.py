@@ -27,6 +27,10 @@ import triton.language as tl
 # BLOCK_H is the head block of FUSED=0 and of tokens whose heads do not fit max_fused_tile.
 CONFIGS = {
     "decode_max_t": 256,
+    # the fused kernel's hint on its q and k loads: "evict_first" (x is streamed once) or "" (none). silu_and_mul's
+    # flat kernel read 0.97 of its prefill time without it; here none read 1.00-1.01 at prefill and 0.96-0.98 at
+    # decode, within noise (variant no_evict, H200, 2026-12-04, new_ops_h200.md session 19)
+    "x_evict": "evict_first",
     "max_fused_tile": 4096,     # a power of two: fused only while TOKENS * padded heads * BLOCK_HALF fits
     "by_block_half": {
         32: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 1, "TOKENS": 1},
@@ -39,7 +43,7 @@ CONFIGS = {
         128: {"BLOCK_H": 8, "num_warps": 8, "FUSED": 1, "TOKENS": 2},
     },
 }
-SEARCH_SPACE = {"FUSED": [0, 1], "TOKENS": [1, 2, 4, 8]}
+SEARCH_SPACE = {"FUSED": [0, 1], "TOKENS": [1, 2, 4, 8], "x_evict": ["evict_first", ""]}
 
 
 @triton.jit
@@ -107,21 +111,22 @@ def _rotate_store(o_ptr, tok, stride_o, off_a, off_b, mask, xa, xb, c, s):
 def _rotary_embedding_fused_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_ptr, T, HQ, HK,
                                    stride_q, stride_k, stride_cache, stride_qo, stride_ko,
                                    HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, TOKENS: tl.constexpr,
-                                   HEADS_Q: tl.constexpr, HEADS_K: tl.constexpr, IS_NEOX: tl.constexpr):
+                                   HEADS_Q: tl.constexpr, HEADS_K: tl.constexpr, IS_NEOX: tl.constexpr,
+                                   X_EVICT: tl.constexpr):
     tok = (tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)).to(tl.int64)
     t_mask = tok < T
     pos = tl.load(pos_ptr + tok, mask=t_mask, other=0)
     i = tl.arange(0, BLOCK_HALF)
     i_mask = i < HALF
-    # q and k first: their addresses do not wait on pos (x is streamed once: evict_first)
+    # q and k first: their addresses do not wait on pos (streamed once: X_EVICT, evict_first or no hint)
     qa_off, qb_off, q_mask = _token_tile(tok, t_mask, HQ, i, i_mask, 2 * HALF, HALF, HEADS_Q, IS_NEOX)
     q_row = q_ptr + (tok * stride_q)[:, None, None]
-    qa = tl.load(q_row + qa_off, mask=q_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    qb = tl.load(q_row + qb_off, mask=q_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    qa = tl.load(q_row + qa_off, mask=q_mask, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
+    qb = tl.load(q_row + qb_off, mask=q_mask, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
     ka_off, kb_off, k_mask = _token_tile(tok, t_mask, HK, i, i_mask, 2 * HALF, HALF, HEADS_K, IS_NEOX)
     k_row = k_ptr + (tok * stride_k)[:, None, None]
-    ka = tl.load(k_row + ka_off, mask=k_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
-    kb = tl.load(k_row + kb_off, mask=k_mask, other=0.0, eviction_policy="evict_first").to(tl.float32)
+    ka = tl.load(k_row + ka_off, mask=k_mask, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
+    kb = tl.load(k_row + kb_off, mask=k_mask, other=0.0, eviction_policy=X_EVICT).to(tl.float32)
     # one cos/sin row per token, broadcast over its heads
     cs_mask = t_mask[:, None] & i_mask[None, :]
     cache_row = cache_ptr + (pos.to(tl.int64) * stride_cache)[:, None] + i[None, :]
@@ -167,7 +172,8 @@ def rotary_embedding(q, k, positions, cos_sin_cache, neox=True):
         tokens = min(cfg["TOKENS"], triton.next_power_of_2(T), CONFIGS["max_fused_tile"] // token_tile)
         _rotary_embedding_fused_kernel[(triton.cdiv(T, tokens),)](
             q, k, positions, cos_sin_cache, q_out, k_out, T, HQ, HK, *strides, HALF=half, BLOCK_HALF=block_half,
-            TOKENS=tokens, HEADS_Q=heads_q, HEADS_K=heads_k, IS_NEOX=bool(neox), num_warps=cfg["num_warps"])
+            TOKENS=tokens, HEADS_Q=heads_q, HEADS_K=heads_k, IS_NEOX=bool(neox), X_EVICT=CONFIGS["x_evict"],
+            num_warps=cfg["num_warps"])
         return q_out, k_out
     block_h = min(cfg["BLOCK_H"], triton.next_power_of_2(max(HQ, HK)))
     q_blocks = triton.cdiv(HQ, block_h)
