@@ -218,3 +218,12 @@ def test_one_read_on_the_gpu_matches_the_reference_every_time(spec, seed, monkey
             for _ in range(10):
                 out = seed.softmax(**inputs)
                 assert tolerance_failures(out, ref, spec.tolerance("bf16")) == [], (T, V, min_bytes)
+
+
+def test_one_read_only_where_a_rows_chunks_fit_on_the_gpu_at_once(seed):
+    """The wait ends only if a row's chunks can all be resident: at most one chunk an SM. The H200's 132 SMs take
+    every hot row (19 chunks of 8192 at V = 151936); a vocabulary of more than sm_count chunks does not."""
+    assert seed._row_fits_at_once(132, 132) and not seed._row_fits_at_once(133, 132)
+    for V in (128256, 129280, 151936, 201088, 256000):
+        assert seed._row_fits_at_once(-(-V // seed._one_read_block(256, V)), 132)
+    assert not seed._row_fits_at_once(-(-256000 // seed.CONFIGS["ONE_READ_MIN_BLOCK"]), 16)

@@ -27,18 +27,19 @@ better on the H200 and stay off: benchmarks/results/new_ops_h200.md, session 15)
   pipeliner); 1 is a plain loop, one 16-byte load a thread in flight, then its arithmetic. More bytes in
   flight per SM is what a streaming pass needs to reach DRAM bandwidth (Little's law).
 
-ONE_READ = 1 (on a GPU, for an x larger than ONE_READ_MIN_BYTES; the default from 2026-12-04) reads x once: each program holds one chunk of
-ONE_READ_BLOCK logits of a row in registers, publishes its chunk's (max, sum) and waits until every chunk of
-its row has, then writes its probabilities from the registers. That is 6 bytes an element for bf16 input
-against the two passes' 8 (Q counts 6), in one launch. The wait needs every chunk of a row running at once:
-a program takes its chunk from a ticket (an atomic counter, in the order programs start), so it only waits
-for chunks of its row that hold lower or nearby tickets, which have started; a row's chunks (at most a few
-hundred) always fit on the GPU at once, so the wait always ends. Each (max, sum) pair is one 64-bit word
-written by one atomic exchange, the word itself the flag: a workspace filled with -1 (whose low half has the
-sign bit set, which a sum of exps never has) means not yet published. The wait is bounded
-(ONE_READ_MAX_SPINS rounds): a chunk that never arrives leaves NaN in the row's output, never a plausible
-wrong value. Under Triton's interpreter programs run one after another, so a chunk could wait for one that
-has not started: on the CPU the one-read path runs only when a row is one chunk.
+ONE_READ = 1 (on a GPU, for an x larger than ONE_READ_MIN_BYTES; the default from 2026-12-04) reads x once:
+each program holds one chunk of ONE_READ_BLOCK logits of a row in registers, publishes its chunk's (max, sum)
+and waits until every chunk of its row has, then writes its probabilities from the registers. That is 6 bytes
+an element for bf16 input against the two passes' 8 (Q counts 6), in one launch. The wait needs every chunk of
+a row running at once: a program takes its chunk from a ticket (an atomic counter, in the order programs
+start), so it only waits for chunks of its row that hold lower or nearby tickets; the lowest unfinished row's
+started chunks hold at most all but one of its chunks, and a row never has more chunks than the GPU has SMs
+(`_row_fits_at_once`; else the two passes), so a slot is always free for the next ticket and the wait ends.
+Each (max, sum) pair is one 64-bit word written by one atomic exchange, the word itself the flag: a workspace
+filled with -1 (whose low half has the sign bit set, which a sum of exps never has) means not yet published.
+The wait is bounded (ONE_READ_MAX_SPINS rounds): a chunk that never arrives leaves NaN in the row's output,
+never a plausible wrong value. Under Triton's interpreter programs run one after another, so a chunk could wait
+for one that has not started: on the CPU the one-read path runs only when a row is one chunk.
 """
 import torch
 import triton
@@ -227,6 +228,17 @@ def _one_read_block(T: int, V: int) -> int:
     return block
 
 
+def _sm_count(x) -> int:
+    return torch.cuda.get_device_properties(x.device).multi_processor_count
+
+
+def _row_fits_at_once(splits: int, sm_count: int) -> bool:
+    """Whether a row's chunks can all run at once, which the one-read wait needs to end: a GPU runs at least one
+    program an SM (any that launches at all), so a row of at most sm_count chunks always can. More (a small GPU,
+    a vocabulary of more than sm_count * ONE_READ_MIN_BLOCK) take the two passes."""
+    return splits <= sm_count
+
+
 def _softmax_one_read(x, y, block: int) -> None:
     """Softmax of x's rows into y, x read once (see ONE_READ above); one fill of the workspace, one launch."""
     T, V = x.shape
@@ -249,7 +261,8 @@ def softmax(x):
         return y
     if CONFIGS["ONE_READ"] and T * V * x.element_size() > CONFIGS["ONE_READ_MIN_BYTES"]:
         block = _one_read_block(T, V)
-        if x.is_cuda or block >= V:         # the interpreter runs programs in turn: one chunk a row only
+        # the interpreter runs programs in turn: one chunk a row only
+        if block >= V or (x.is_cuda and _row_fits_at_once(triton.cdiv(V, block), _sm_count(x))):
             _softmax_one_read(x, y, block)
             return y
     block_v = CONFIGS["BLOCK_V"]
