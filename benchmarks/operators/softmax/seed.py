@@ -76,7 +76,8 @@ CONFIGS = {
 SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1], "GROUP": [1, 4, 8], "STORE_CS": [0, 1],
                 "STAGES": [1, 2, 3],
                 "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20],
-                "ONE_READ": [0, 1], "ONE_READ_MIN_BYTES": [0, 24 << 20, 48 << 20], "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16]}
+                "ONE_READ": [0, 1], "ONE_READ_MIN_BYTES": [0, 24 << 20, 48 << 20],
+                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16]}
 
 
 @triton.jit
