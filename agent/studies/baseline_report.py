@@ -193,6 +193,10 @@ def render(records: list[dict], meta: dict, hw) -> str:
              f"liger-kernel {env.get('liger-kernel')}, Python {env.get('python')}. Hot shapes, bf16.", "",
              f"Ceilings: {hw.name} datasheet ({hw.bandwidth_tbs} TB/s, bf16 {hw.peaks_tflops.get('bf16')} TFLOP/s); "
              f"latency floor {fmt(meta.get('floor_us'))} us measured in the same process.", "", METHOD, ""]
+    if (meta.get("rounds") or 1) > 1:
+        lines += [f"Rounds: every implementation of a shape whose seed took at most {fmt(meta.get('rounds_max_us'), 'g')} "
+                  f"us was timed {meta['rounds']} times, round-robin over the implementations; its time is the "
+                  f"median of its rounds' medians.", ""]
     if meta.get("dry_run"):
         lines += ["**Dry run on the CPU (Triton interpreter, scaled-down fp32 shapes): correctness only, no timing "
                   "(`ok`: checked against the reference). Liger's kernels do not run under the interpreter.**", ""]

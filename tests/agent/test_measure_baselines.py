@@ -75,3 +75,59 @@ def test_one_operator_is_timed_beside_its_static_compile_on_the_gpu(tmp_path):
     data = json.loads((tmp_path / "report_records" / "records.json").read_text())
     assert data["records"] and all(r["t_us"] and r["mode"] == "graph" for r in data["records"]), data["records"]
     assert "best / seed" in out.read_text()
+
+
+def test_rounds_are_round_robin_and_the_time_is_the_median_of_rounds(monkeypatch):
+    """--rounds on a small shape: rounds 2..R time every timed implementation in turn (seed, variant, baseline,
+    then again), each record's time becomes the median of its rounds; an implementation that was not timed stays
+    out, one whose later round comes back in another mode keeps only its matching rounds, and a shape whose seed
+    took more than rounds_max_us gets no more rounds. The GPU timer is the one part replaced: it needs a GPU."""
+    import io
+    from agent.studies import measure_baselines as mb
+    order, script = [], {"seed": [2.1, 1.9], "seed:v": [2.5, 2.6], "compile": [1.7, 2.3]}
+
+    def fake_time(rec, fn, prepare, sets, eager=True):
+        order.append(rec.impl)
+        rec.t_us, rec.mode = script[rec.impl].pop(0), ("eager" if rec.impl == "seed:v" and not script[rec.impl]
+                                                        else "graph")
+    monkeypatch.setattr(mb, "_time", fake_time)
+    recs = [mb.Record("op", "T16", {}, "bf16", "seed", "seed", t_us=2.0, mode="graph"),
+            mb.Record("op", "T16", {}, "bf16", "seed:v", "variant", t_us=2.4, mode="graph"),
+            mb.Record("op", "T16", {}, "bf16", "liger", "baseline", error="raised"),
+            mb.Record("op", "T16", {}, "bf16", "compile", "baseline", t_us=2.0, mode="graph")]
+    impls = [(r.impl, r.kind, object(), None) for r in recs]
+    mb.more_rounds(recs, impls, [{}], 3, 10.0, io.StringIO())
+    assert order == ["seed", "seed:v", "compile", "seed", "seed:v", "compile"]
+    assert recs[0].rounds_us == [2.0, 2.1, 1.9] and recs[0].t_us == 2.0
+    assert recs[1].rounds_us == [2.4, 2.5] and recs[1].t_us == pytest.approx(2.45)     # its eager round dropped
+    assert recs[2].rounds_us is None and recs[2].t_us is None
+    assert recs[3].rounds_us == [2.0, 1.7, 2.3] and recs[3].t_us == 2.0
+    big = [mb.Record("op", "T8192", {}, "bf16", "seed", "seed", t_us=40.0, mode="graph")]
+    order.clear()
+    mb.more_rounds(big, impls[:1], [{}], 3, 10.0, io.StringIO())
+    assert order == [] and big[0].rounds_us is None and big[0].t_us == 40.0
+
+
+def test_rounds_below_one_is_a_usage_error(tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "r.md"), "--dry-run", "--rounds", "0"]) == 2
+    assert "--rounds 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_the_report_says_how_many_rounds():
+    hw = type("HW", (), {"name": "h200", "bandwidth_tbs": 4.8, "peaks_tflops": {"bf16": 989.4}})()
+    recs = [_rec("T16", "seed", "seed", 2.0, {"T": 16, "I": 256})]
+    assert "timed 5 times, round-robin" in br.render(recs, {"command": "x", "env": {}, "rounds": 5,
+                                                            "rounds_max_us": 10.0}, hw)
+    assert "round-robin" not in br.render(recs, {"command": "x", "env": {}}, hw)
+
+
+@pytest.mark.gpu
+def test_rounds_on_the_gpu_time_small_shapes_several_times(tmp_path):
+    out = tmp_path / "report.md"
+    assert main(["--out", str(out), "--ops", "silu_and_mul", "--only", "compile", "--no-variants",
+                 "--rounds", "3", "--rounds-max-us", "10"]) == 0
+    data = json.loads((tmp_path / "report_records" / "records.json").read_text())
+    for r in data["records"]:
+        seed = next(s for s in data["records"] if s["shape"] == r["shape"] and s["kind"] == "seed")
+        assert (r["rounds_us"] is not None and len(r["rounds_us"]) == 3) == (seed["rounds_us"] is not None)
+    assert any(r["rounds_us"] for r in data["records"]) and not all(r["rounds_us"] for r in data["records"])
