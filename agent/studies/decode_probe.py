@@ -173,7 +173,8 @@ def variant_grid(op: str, configs: dict, dims: dict) -> list[tuple[str, object]]
         entry = f"{table}.{key}"
         # an entry with its own warps for small calls (small_t_num_warps) gets the grid's warps there too
         warps_keys = ["num_warps"] + (["small_t_num_warps"] if "small_t_num_warps" in configs[table][key] else [])
-        return [(f"r{r}w{w}", {f"{entry}.ROWS": r, f"{entry}.PERSISTENT": 0, **{f"{entry}.{k}": w for k in warps_keys}})
+        return [(f"r{r}w{w}", {f"{entry}.ROWS": r, f"{entry}.PERSISTENT": 0,
+                               **{f"{entry}.{k}": w for k in warps_keys}})
                 for r in ROWS for w in WARPS]
     if op == "silu_and_mul":
         n = int(dims["T"]) * int(dims["I"])

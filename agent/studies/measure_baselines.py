@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 import traceback
@@ -172,9 +173,7 @@ def more_rounds(shape_records: list[Record], impls, sets, rounds: int, max_us: f
             if again.t_us is not None and again.mode == rec.mode:
                 rec.rounds_us.append(again.t_us)
     for rec, _ in timed:
-        ordered = sorted(rec.rounds_us)
-        mid = len(ordered) // 2
-        rec.t_us = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        rec.t_us = statistics.median(rec.rounds_us)
 
 
 def _time(rec: Record, fn, prepare, sets, eager: bool = True) -> None:

@@ -158,6 +158,6 @@ def test_unmasked_rows_match_the_masked_path(spec, seed, monkeypatch, dtype, shi
         even = seed.layer_norm(**inputs)
         assert tolerance_failures(even, spec.reference(**inputs), spec.tolerance(dtype)) == []
         monkeypatch.setitem(seed.CONFIGS, "even", 0)
-        torch.testing.assert_close(seed.layer_norm(**inputs), even, atol=2e-3, rtol=0)
+        assert torch.equal(seed.layer_norm(**inputs), even)              # the same arithmetic, masks aside
         monkeypatch.setitem(seed.CONFIGS, "even", 1)
     assert seed._even(dict(seed._config(2, 4096), CHAN=8), 4096, 4096) == 0

@@ -179,15 +179,12 @@ def test_one_read_block_fills_the_gpu_within_its_bounds(seed):
     for T, V in ((256, 151936), (64, 129280), (1, 151936), (4, 32000), (1, 17), (512, 256000)):
         block = seed._one_read_block(T, V)
         assert block & (block - 1) == 0 and block <= seed.CONFIGS["ONE_READ_BLOCK"]
-        assert block >= min(seed.CONFIGS["ONE_READ_MIN_BLOCK"], triton_next_pow2(V))
-        if block < seed.CONFIGS["ONE_READ_BLOCK"] and block < triton_next_pow2(V):
+        assert block >= min(seed.CONFIGS["ONE_READ_MIN_BLOCK"], seed.triton.next_power_of_2(V))
+        if block < seed.CONFIGS["ONE_READ_BLOCK"] and block < seed.triton.next_power_of_2(V):
             assert T * -(-V // (2 * block)) < seed.CONFIGS["TARGET_PROGRAMS"]     # a larger chunk was too few
     assert seed._one_read_block(256, 151936) == seed.CONFIGS["ONE_READ_BLOCK"]
     assert seed._one_read_block(1, 151936) == seed.CONFIGS["ONE_READ_MIN_BLOCK"]
 
-
-def triton_next_pow2(n):
-    return 1 << (n - 1).bit_length()
 
 
 def test_one_read_kernel_compiles_for_hopper_without_spills(spec, seed):

@@ -144,7 +144,7 @@ def _launch(T: int, I: int, col_stride: int = 1, contiguous: bool = True) -> dic
         launch["FLAT"] = 1
     if launch["FLAT"] == 3:
         if contiguous and 2 * n < 1 << 31:
-            return dict(launch, ROWS=1, BLOCK_I=1, EVEN=int(n % launch["BLOCK"] == 0))
+            return dict(launch, EVEN=int(n % launch["BLOCK"] == 0))
         launch["FLAT"] = 1
     if n >= 1 << 31:
         launch["FLAT"] = 0               # the flat index is int32
