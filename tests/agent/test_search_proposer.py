@@ -144,8 +144,8 @@ def test_enumerate_one_bucket_of_the_gemm_seed():
     assert set(bucket) >= {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages"}
     size = space_size(src, within=("buckets", 2))
     # tiles, GROUP_M, warps (5 values each), stages (6), and the structural switches SEARCH_SPACE declares:
-    # TMA, PERSISTENT, WARP_SPECIALIZE, FLATTEN (2 each) and SPLIT_K (4)
-    assert size == 5 * 5 * 5 * 5 * 5 * 6 * (2 * 2 * 2 * 2 * 4)
+    # TMA, PERSISTENT, WARP_SPECIALIZE, FLATTEN, STREAM_K (2 each) and SPLIT_K (4)
+    assert size == 5 * 5 * 5 * 5 * 5 * 6 * (2 * 2 * 2 * 2 * 2 * 4)
     sample = random_configs(src, 20, seed=1, within=("buckets", 2))
     assert all(c["buckets"][0] == read_configs(src).value["buckets"][0] for c in sample)
     assert len({config_key(c) for c in sample}) == 20

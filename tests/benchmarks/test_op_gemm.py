@@ -193,7 +193,7 @@ def test_every_switch_setting_matches_reference(dims, switches, monkeypatch):
     """The structural switches the search and the study flip (TMA, persistent grid, split-K) at tile sizes
     that leave ragged edges in M, N and K. K = 48 and 72 keep TMA's 16-byte row rule in fp32."""
     seed = _load_seed()
-    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, **switches))
+    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, STREAM_K=0, **switches))
                for bound, cfg in seed.CONFIGS["buckets"]]
     monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
     monkeypatch.setitem(seed.CONFIGS, "min_programs", 1)
@@ -206,7 +206,8 @@ def test_every_switch_setting_matches_reference(dims, switches, monkeypatch):
 @pytest.mark.interpreter
 def test_tma_falls_back_to_pointers_when_a_row_stride_breaks_the_16_byte_rule(monkeypatch):
     seed = _load_seed()
-    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, TMA=1)) for bound, cfg in seed.CONFIGS["buckets"]]
+    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, TMA=1, STREAM_K=0))
+               for bound, cfg in seed.CONFIGS["buckets"]]
     monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
     inp = op.make_inputs({"M": 5, "N": 20, "K": 33}, "fp32", seed=6, device="cpu")     # 132-byte rows
     assert not seed._tma_ready(inp["a"])
@@ -222,6 +223,62 @@ def test_seed_handles_a_strided_activation_view():
     a_view = wide[:, 8:48]                    # row stride 56, not K
     out = seed.gemm(a_view, inp["b"])
     assert_within(out, op.reference(inp["a"], inp["b"]), op.TOLERANCES["fp32"])
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("programs", [1, 3, 7, 11, 16])
+@pytest.mark.parametrize("tma", [0, 1])
+def test_stream_k_matches_reference_whatever_the_programs_cut(programs, tma, monkeypatch):
+    """STREAM_K: c's 2 tile rows (M = 30 over 16-row tiles) get programs // 2 programs each (at least one), the
+    r-th owning iterations [r * I / R, (r + 1) * I / R) of its row's 2 tile columns x 5 K tiles. With 1, 3, 5
+    and 8 programs a row the cuts fall inside tiles, a tile spread over up to three programs, one program's
+    range inside a single tile, so every way a tile's parts are published and added runs. Ragged M, N and a
+    K tail (K = 72 over 16-wide K tiles)."""
+    seed = _load_seed()
+    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, STREAM_K=1, TMA=tma, SPLIT_K=1, stream_k_tile={}))
+               for bound, cfg in seed.CONFIGS["buckets"]]
+    monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_min_iters", 1)
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_min_k", 0)
+    monkeypatch.setattr(seed, "_sm_count", lambda t: programs)
+    inp = op.make_inputs({"M": 30, "N": 20, "K": 72}, "fp32", seed=9, device="cpu")
+    assert_within(seed.gemm(**inp), op.reference(**inp), op.TOLERANCES["fp32"])
+
+
+def test_stream_k_runs_only_where_one_tile_a_program_would_leave_sms_idle():
+    """stream_k_max_tile_share = 0.75 of 132 SMs, K >= stream_k_min_k: M64-N7168's 112 tiles of 64 x 64 keep one
+    tile a program (stream-K lost there), M64-N1280's 20 take stream-K on the bucket's tile, M256-N1536 on the
+    64 x 64 stream-K tile (96 tiles; its own 128 x 128 would be 24), M256-N7168 (448 of them) and prefill never."""
+    seed = _load_seed()
+    assert seed._stream_k_config(64, 7168, 8192, 132) is None
+    small = seed._stream_k_config(64, 1280, 8192, 132)
+    assert small is not None and (small["BLOCK_M"], small["BLOCK_N"]) == (64, 64) and small["TMA"] == 0
+    mid = seed._stream_k_config(256, 1536, 7168, 132)
+    assert mid is not None and (mid["BLOCK_M"], mid["BLOCK_N"], mid["TMA"]) == (64, 64, 1)
+    assert seed._stream_k_config(256, 7168, 8192, 132) is None
+    assert seed._stream_k_config(8192, 128, 4096, 132) is None
+    assert seed._stream_k_config(64, 1280, 8192, 16) is None        # a small GPU: 20 tiles fill it
+    assert seed._stream_k_config(0, 1280, 8192, 132) is None
+    assert seed._stream_k_config(64, 1280, 4096, 132) is None       # K < stream_k_min_k: a short call, no idle to win
+
+
+@pytest.mark.interpreter
+def test_stream_k_takes_fewer_programs_when_there_is_little_work(monkeypatch):
+    """stream_k_min_iters: 6 K tiles in all at 3 a program is 2 programs, not one an SM (each would hold a
+    sliver of a tile and the fix-up would cost more than the work)."""
+    seed = _load_seed()
+    buckets = [(bound, dict(cfg, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, STREAM_K=1, TMA=0, SPLIT_K=1, stream_k_tile={}))
+               for bound, cfg in seed.CONFIGS["buckets"]]
+    monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_min_iters", 3)
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_min_k", 0)
+    grids = []
+    kernel = seed._gemm_stream_k_kernel
+    monkeypatch.setattr(seed, "_gemm_stream_k_kernel",
+                        type("Spy", (), {"__getitem__": lambda self, g: (grids.append(g), kernel[g])[1]})())
+    inp = op.make_inputs({"M": 16, "N": 32, "K": 48}, "fp32", seed=3, device="cpu")      # 2 tiles x 3 K tiles
+    assert_within(seed.gemm(**inp), op.reference(**inp), op.TOLERANCES["fp32"])
+    assert grids == [(2,)]
 
 
 def test_fp32_tolerance_rejects_tf32_products():
@@ -265,6 +322,31 @@ def _hopper_compile_item(cfg: dict) -> dict:
             "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
 
 
+def _stream_k_compile_item(cfg: dict) -> dict:
+    """One sm_90 compile of _gemm_stream_k_kernel as a bf16 launch with TMA loads specializes it."""
+    bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
+    types = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "ws_ptr": "*fp32", "flag_ptr": "*i32",
+             "a_desc": f"tensordesc<bf16[{bm}, {bk}]>", "b_desc": f"tensordesc<bf16[{bn}, {bk}]>",
+             "c_desc": f"tensordesc<bf16[{bm}, {bn}]>"}
+    const = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "EVEN_K": True, "DOT_PRECISION": "tf32", "TMA": 1,
+             "FIX_ROWS": min(bm, 32),
+             **{k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M")}}
+    return {"kernel": "_gemm_stream_k_kernel", "types": types, "constexprs": const,
+            "aligned": ["a_ptr", "b_ptr", "c_ptr", "N", "K", "stride_am", "stride_bn", "stride_cm"],
+            "num_warps": cfg["num_warps"], "num_stages": cfg["num_stages"]}
+
+
+@pytest.mark.slow
+def test_stream_k_compiles_for_hopper_with_wgmma_tma_and_no_spills():
+    seed = _load_seed()
+    m256 = next(cfg for bound, cfg in seed.CONFIGS["buckets"] if bound == 256)
+    cases = [dict(m256, STREAM_K=1), dict(m256, BLOCK_N=256, num_warps=8, num_stages=3),
+             dict(m256, BLOCK_M=64, num_stages=5)]
+    for cfg, r in zip(cases, compile_for_hopper([_stream_k_compile_item(c) for c in cases])):
+        assert r["wgmma"] and r["tma"], f"{cfg}: wgmma {r['wgmma']}, tma {r['tma']}"
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{cfg} spills: {r['usage']}"
+
+
 @pytest.mark.slow
 def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
     seed = _load_seed()
@@ -293,6 +375,41 @@ def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
     inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
     out = seed.gemm(**inp)
     assert_within(out, op.reference(**inp), op.TOLERANCES["bf16"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [{"M": 256, "N": 7168, "K": 8192}, {"M": 64, "N": 7168, "K": 8192},
+                                  {"M": 200, "N": 1283, "K": 4093}, {"M": 256, "N": 128, "K": 4096}])
+def test_stream_k_matches_reference_and_repeats_bit_for_bit_on_the_gpu(dims, monkeypatch):
+    """On the GPU the parts of a tile really race: 50 calls must give the reference's answer and the same
+    bits every time (the fix-up adds parts in a fixed order; a part read before it was written would not)."""
+    seed = _load_seed()
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_max_tile_share", 1e9)      # stream-K at every shape up to M = 256
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_min_k", 0)
+    inp = op.make_inputs(dims, "bf16", seed=2, device="cuda")
+    first = seed.gemm(**inp)
+    assert_within(first, op.reference(**inp), op.TOLERANCES["bf16"])
+    for _ in range(50):
+        assert torch.equal(seed.gemm(**inp), first)
+
+
+@pytest.mark.gpu
+def test_stream_k_is_cuda_graph_capturable(monkeypatch):
+    seed = _load_seed()
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_max_tile_share", 1e9)
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_min_k", 0)
+    inp = op.make_inputs({"M": 256, "N": 7168, "K": 8192}, "bf16", seed=3, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        eager = seed.gemm(**inp)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = seed.gemm(**inp)
+    for _ in range(3):
+        graph.replay()      # the flags are zeroed inside the graph: every replay starts clean
+    torch.cuda.synchronize()
+    assert torch.equal(captured, eager)
 
 
 @pytest.mark.gpu
