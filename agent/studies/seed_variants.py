@@ -197,6 +197,10 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("large_b_split8", {"LARGE_B.SPLITS": 8}),
         ("large_b_split32", {"LARGE_B.SPLITS": 32}),
         ("local_acc_p2112", {"SPLIT_PROGRAMS": 2112}),             # B < 256: twice the chunks
+        # 4 ways a pass from 64 rows (MANY_ROWS, 2026-12-04; timed as `split_ways4` / `split_ways8`, SPLIT_WAYS
+        # at every B): 16 ways everywhere as before, and 8 from 64 rows
+        ("many_rows_off", {"MANY_ROWS_MIN_B": 0}),
+        ("many_rows_ways8", {"MANY_ROWS.SPLIT_WAYS": 8}),
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one

@@ -194,6 +194,20 @@ def test_the_split_path_is_chosen_from_b_and_its_chunks_are_capped(seed, monkeyp
     assert seed._split_chunks(1, 151936) is None
 
 
+def test_split_settings_take_many_rows_then_large_b_entries_by_b(seed, monkeypatch):
+    """MANY_ROWS (4 ways a pass) from 64 rows, LARGE_B's chunks over it from 256; fewer rows keep the table."""
+    cfg = seed.CONFIGS
+    assert seed._split_settings(2)["SPLIT_WAYS"] == cfg["SPLIT_WAYS"] == 16
+    assert seed._split_settings(63)["SPLIT_WAYS"] == 16
+    assert seed._split_settings(64)["SPLIT_WAYS"] == cfg["MANY_ROWS"]["SPLIT_WAYS"] == 4
+    large = seed._split_settings(256)
+    assert large["SPLIT_WAYS"] == 4 and large["SPLITS"] == cfg["LARGE_B"]["SPLITS"]
+    assert seed._split_settings(64)["SPLITS"] == cfg["SPLITS"]
+    monkeypatch.setitem(cfg, "MANY_ROWS_MIN_B", 0)                 # off: 16 ways at every B
+    assert seed._split_settings(256)["SPLIT_WAYS"] == 16
+    assert cfg["SPLIT_WAYS"] == 16, "the settings of a call must not edit CONFIGS"
+
+
 @pytest.mark.interpreter
 @pytest.mark.parametrize("B, V, s, splits, block, ways", [
     (2, 1263, 1, 5, 64, 16),        # 5 chunks of 256, the last one short
@@ -310,3 +324,18 @@ def test_the_seed_variants_are_exact_at_an_interpreter_shape(spec):
     for name, overrides in sv.VARIANTS["top_k_top_p_filter"]:
         out = sv.seed_variant(module, overrides)(**inputs)
         assert tolerance_failures(out, ref, spec.tolerance("fp32")) == [], name
+
+
+# ---- on the GPU ----------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [{"B": 256, "V": 129280}, {"B": 64, "V": 151936}, {"B": 100, "V": 50021},
+                                  {"B": 2, "V": 151936}, {"B": 3, "V": 2000}])
+def test_seed_matches_reference_exactly_on_the_gpu(spec, seed, dims):
+    """Both sides of MANY_ROWS_MIN_B and LARGE_B_MIN at real vocabularies, and odd sizes: the same bytes as the
+    reference (kept logits copied, the rest -inf), three calls in a row giving the same output."""
+    inputs = spec.make_inputs(dims, "bf16", seed=4, device="cuda")       # bf16 values in fp32, as the hot shapes
+    out = seed.top_k_top_p_filter(**inputs)
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("bf16")) == []
+    for _ in range(2):
+        assert torch.equal(seed.top_k_top_p_filter(**inputs), out)

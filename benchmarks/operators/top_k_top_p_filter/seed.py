@@ -26,7 +26,7 @@ Two paths, chosen per call from B (CONFIGS):
   key interval is the whole float range, so no min/max pass), PASSES top-p (the first also finishes t_k
   and sums the chunk's softmax normalizer part: masses are counted unnormalized and divided by the
   summed normalizer when compared with p), one final pass that finishes t_p and writes its chunk:
-  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16. N = SPLITS, or when 0, SPLIT_PROGRAMS // B capped at
+  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16 (33 at 4, taken from MANY_ROWS_MIN_B rows). N = SPLITS, or when 0, SPLIT_PROGRAMS // B capped at
   SPLIT_MAX_CHUNKS; the chunk length is rounded up to SPLIT_BLOCK_V, so fewer chunks may remain (a row that
   fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p
   sums its fp32 masses in another order than the one-program kernel, which the contract allows: every
@@ -65,6 +65,15 @@ CONFIGS = {
     # 256 is the smallest B timed with them; B between 64 and 256 keeps the table above.
     "LARGE_B_MIN": 256,
     "LARGE_B": {"SPLITS": 16, "LOCAL_ACC": 0},
+    # From MANY_ROWS_MIN_B rows (0: never), MANY_ROWS's entries replace the table's (LARGE_B's go over both). With
+    # many rows a pass is compute-bound (ncu at B = 256: math pipe throttle the top stall of the top-p pass,
+    # 2026-12-04): its compares grow as WAYS, the passes shrink only as log2(WAYS). 4 ways, 16 passes each: the
+    # variant `split_ways4`, 0.68-0.71 of 16 ways' time at B = 64 and 256 (538.7 / 446.3 us at B64-V151936 /
+    # V129280, 2029.6 / 1735.6 / 1732.5 at B = 256, against 795.0 / 645.1 and 2881.2 / 2502.8 / 2461.7; 8 ways
+    # 0.73-0.83), and 1.5x slower at B = 2 (107.5 against 66.9 us), where a pass is about one launch, so twice
+    # the launches cost twice the time (H200, 2026-12-04, new_ops_h200.md). 64 is the smallest B timed with it.
+    "MANY_ROWS_MIN_B": 64,
+    "MANY_ROWS": {"SPLIT_WAYS": 4},
 }
 SEARCH_SPACE = {"LOCAL_ACC": [0, 1]}
 
@@ -335,10 +344,14 @@ def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr
 
 
 def _split_settings(B: int) -> dict:
-    """CONFIGS as a [B, V] call's split path reads them: LARGE_B's entries over the rest from LARGE_B_MIN rows."""
+    """CONFIGS as a [B, V] call's split path reads them: MANY_ROWS's entries over the rest from MANY_ROWS_MIN_B
+    rows, and LARGE_B's over those from LARGE_B_MIN rows."""
+    cfg = dict(CONFIGS)
+    if CONFIGS["MANY_ROWS_MIN_B"] and B >= CONFIGS["MANY_ROWS_MIN_B"]:
+        cfg.update(CONFIGS["MANY_ROWS"])
     if CONFIGS["LARGE_B_MIN"] and B >= CONFIGS["LARGE_B_MIN"]:
-        return {**CONFIGS, **CONFIGS["LARGE_B"]}
-    return CONFIGS
+        cfg.update(CONFIGS["LARGE_B"])
+    return cfg
 
 
 def _split_chunks(B: int, V: int) -> tuple[int, int] | None:
