@@ -1,7 +1,7 @@
 """gemm at small M: the seed as committed beside stream-K tile choices and cuBLAS, in one process on one GPU.
 
 Development study for the seed's STREAM_K switch (benchmarks/operators/gemm/seed.py). Each variant rewrites
-the seed's CONFIGS in memory: every bucket covering the shape's M takes the variant's values. Per shape and
+the seed's CONFIGS in memory: the bucket of the shape's M takes the variant's values. Per shape and
 variant: one check against the reference, a determinism check (REPEATS calls give the same bits: stream-K's
 fix-up adds parts in a fixed order, so a race in its flags shows here as a changed output or NaN), then the
 score's timer (CUDA-graph replay, L2 flushed, inputs rotated). Times in us; the last column is cuBLAS over
@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown gemm shapes {unknown}; ids are in benchmarks/operators/gemm/shapes.yaml")
     names = args.variants.split(",")
+    if [n for n in names if n not in VARIANTS]:
+        raise SystemExit(f"unknown variants {[n for n in names if n not in VARIANTS]}; known: {', '.join(VARIANTS)}")
     records, t0 = [], time.time()
     for sid in args.shapes.split(","):
         shape = by_id[sid]

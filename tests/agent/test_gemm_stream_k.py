@@ -52,3 +52,8 @@ def test_an_unknown_shape_stops_before_any_gpu_work(tmp_path):
     with pytest.raises(SystemExit, match="unknown gemm shapes"):
         study.main(["--out", str(tmp_path / "x.json"), "--shapes", "M3-N3-K3"])
     assert not (tmp_path / "x.json").exists()
+
+
+def test_an_unknown_variant_stops_before_any_gpu_work(tmp_path):
+    with pytest.raises(SystemExit, match="unknown variants .'sk_typo'."):
+        study.main(["--out", str(tmp_path / "x.json"), "--shapes", "M64-N1280-K8192", "--variants", "committed,sk_typo"])

@@ -240,7 +240,9 @@ def test_stream_k_matches_reference_whatever_the_programs_cut(programs, tma, mon
     monkeypatch.setitem(seed.CONFIGS, "buckets", buckets)
     monkeypatch.setitem(seed.CONFIGS, "stream_k_min_iters", 1)
     monkeypatch.setitem(seed.CONFIGS, "stream_k_min_k", 0)
+    monkeypatch.setitem(seed.CONFIGS, "stream_k_max_tile_share", 1e9)     # 4 tiles for 1 or 3 "SMs": still stream-K
     monkeypatch.setattr(seed, "_sm_count", lambda t: programs)
+    assert seed._stream_k_config(30, 20, 72, programs) is not None
     inp = op.make_inputs({"M": 30, "N": 20, "K": 72}, "fp32", seed=9, device="cpu")
     assert_within(seed.gemm(**inp), op.reference(**inp), op.TOLERANCES["fp32"])
 

@@ -26,9 +26,9 @@ Two paths, chosen per call from B (CONFIGS):
   key interval is the whole float range, so no min/max pass), PASSES top-p (the first also finishes t_k
   and sums the chunk's softmax normalizer part: masses are counted unnormalized and divided by the
   summed normalizer when compared with p), one final pass that finishes t_p and writes its chunk:
-  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16 (33 at 4, taken from MANY_ROWS_MIN_B rows). N = SPLITS, or when 0, SPLIT_PROGRAMS // B capped at
-  SPLIT_MAX_CHUNKS; the chunk length is rounded up to SPLIT_BLOCK_V, so fewer chunks may remain (a row that
-  fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p
+  2 * PASSES + 1 = 17 launches at SPLIT_WAYS=16 (33 at 4, taken from MANY_ROWS_MIN_B rows). N = SPLITS, or
+  when 0, SPLIT_PROGRAMS // B capped at SPLIT_MAX_CHUNKS; the chunk length is rounded up to SPLIT_BLOCK_V, so
+  fewer chunks may remain (a row that fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p
   sums its fp32 masses in another order than the one-program kernel, which the contract allows: every
   nucleus boundary of the inputs has a margin of 1e-3 in probability mass.
 """
@@ -70,8 +70,8 @@ CONFIGS = {
     # 2026-12-04): its compares grow as WAYS, the passes shrink only as log2(WAYS). 4 ways, 16 passes each: the
     # variant `split_ways4`, 0.68-0.71 of 16 ways' time at B = 64 and 256 (538.7 / 446.3 us at B64-V151936 /
     # V129280, 2029.6 / 1735.6 / 1732.5 at B = 256, against 795.0 / 645.1 and 2881.2 / 2502.8 / 2461.7; 8 ways
-    # 0.73-0.83), and 1.5x slower at B = 2 (107.5 against 66.9 us), where a pass is about one launch, so twice
-    # the launches cost twice the time (H200, 2026-12-04, new_ops_h200.md). 64 is the smallest B timed with it.
+    # 0.73-0.83), and 1.6x slower at B = 2 (107.5 against 66.9 us), where a pass is about one launch and 4 ways
+    # take twice the launches (H200, 2026-12-04, new_ops_h200.md). 64 is the smallest B timed with it.
     "MANY_ROWS_MIN_B": 64,
     "MANY_ROWS": {"SPLIT_WAYS": 4},
 }
