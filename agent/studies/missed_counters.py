@@ -93,6 +93,17 @@ def collect_rows(rows: list[dict], baselines: bool, timeout_s: float, log) -> No
                     + f"  [{time.monotonic() - t0:.1f} s]")
 
 
+def kernel_columns(k: dict, name_width: int = 28, us_format: str = "7.2f") -> str:
+    """One kernel's counters as table columns: name, time, DRAM %, occupancy, registers, top stall."""
+    stall = k["top_stalls"][0] if k.get("top_stalls") else ("-", 0.0)
+
+    def num(v, fmt):
+        return format(v, fmt) if isinstance(v, (int, float)) else "-"
+    return (f"{k['kernel'][:name_width]:{name_width}} {num(k.get('duration_us'), us_format)} "
+            f"{num(k.get('dram_pct'), '6.1f')} {num(k.get('achieved_occupancy_pct'), '5.1f')} "
+            f"{num(k.get('registers'), '4d')}  {stall[0]} {num(stall[1], '.0f')}%")
+
+
 def summary_lines(rows: list[dict]) -> list[str]:
     """Per shape and implementation, its longest kernel: time, DRAM %, occupancy, registers, top stall."""
     lines = [f"{'op':17} {'shape':26} {'impl':8} {'kernel':28} {'us':>7} {'dram%':>6} {'occ%':>5} {'regs':>4}  top stall"]
@@ -103,14 +114,7 @@ def summary_lines(rows: list[dict]) -> list[str]:
                 lines.append(f"{row['op']:17} {row['shape']:26} {name:8} not collected: {rec.get('reason', '')[:80]}")
                 continue
             k = max(kernels, key=lambda k: k.get("duration_us") or 0.0)
-            stall = k["top_stalls"][0] if k.get("top_stalls") else ("-", 0.0)
-
-            def num(v, fmt):
-                return format(v, fmt) if isinstance(v, (int, float)) else "-"
-            lines.append(f"{row['op']:17} {row['shape']:26} {name:8} {k['kernel'][:28]:28} "
-                         f"{num(k.get('duration_us'), '7.2f')} {num(k.get('dram_pct'), '6.1f')} "
-                         f"{num(k.get('achieved_occupancy_pct'), '5.1f')} {num(k.get('registers'), '4d')}  "
-                         f"{stall[0]} {num(stall[1], '.0f')}%")
+            lines.append(f"{row['op']:17} {row['shape']:26} {name:8} {kernel_columns(k)}")
     return lines
 
 

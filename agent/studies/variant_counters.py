@@ -50,19 +50,14 @@ def plan(op: str, shape_ids: list[str], variants: list[str]) -> tuple[list[dict]
 
 def table_lines(records: list[dict]) -> list[str]:
     """One line per kernel of each (shape, variant): time, DRAM %, occupancy, registers, top stall."""
+    from agent.studies.missed_counters import kernel_columns
     lines = [f"{'shape':16} {'variant':22} {'kernel':34} {'us':>8} {'dram%':>6} {'occ%':>5} {'regs':>4}  top stall"]
-
-    def num(v, fmt):
-        return format(v, fmt) if isinstance(v, (int, float)) else "-"
     for r in records:
         kernels = r["counters"]["shapes"][0]["kernels"] if r["counters"].get("shapes") else []
         if not kernels:
             lines.append(f"{r['shape']:16} {r['variant']:22} not collected: {r['counters'].get('reason', '')[:90]}")
         for k in kernels:
-            stall = k["top_stalls"][0] if k.get("top_stalls") else ("-", 0.0)
-            lines.append(f"{r['shape']:16} {r['variant']:22} {k['kernel'][:34]:34} {num(k.get('duration_us'), '8.2f')} "
-                         f"{num(k.get('dram_pct'), '6.1f')} {num(k.get('achieved_occupancy_pct'), '5.1f')} "
-                         f"{num(k.get('registers'), '4d')}  {stall[0]} {num(stall[1], '.0f')}%")
+            lines.append(f"{r['shape']:16} {r['variant']:22} {kernel_columns(k, 34, '8.2f')}")
     return lines
 
 

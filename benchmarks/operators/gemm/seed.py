@@ -192,12 +192,11 @@ def _first_owner(it, I, R):
 
 
 @triton.jit
-def _store_part(ws_ptr, slot, acc, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # A tile's fp32 part into workspace slot `slot`, by plain stores: the flag's release after a CTA barrier
-    # orders them (a TMA store is asynchronous, and nothing here would wait for it to reach memory). In two
-    # column halves: converting the whole accumulator to a store layout with both copies live spilled at
+def _store_part(base, acc, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # A tile's fp32 part into the workspace tile at `base`, by plain stores: the flag's release after a CTA
+    # barrier orders them (a TMA store is asynchronous, and nothing here would wait for it to reach memory). In
+    # two column halves: converting the whole accumulator to a store layout with both copies live spilled at
     # 128 x 128 with 4 warps.
-    base = ws_ptr + slot.to(tl.int64) * BLOCK_M * BLOCK_N
     halves = tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1))
     left, right = tl.split(halves)
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N // 2)[None, :]
@@ -242,7 +241,7 @@ def _gemm_stream_k_kernel(a_ptr, b_ptr, c_ptr, a_desc, b_desc, c_desc, ws_ptr, f
                             stride_am, stride_ak, stride_bn, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K,
                             DOT_PRECISION, TMA)
         if k_last < k_tiles:
-            _store_part(ws_ptr, pid, acc, BLOCK_M, BLOCK_N)
+            _store_part(ws_ptr + pid.to(tl.int64) * BLOCK_M * BLOCK_N, acc, BLOCK_M, BLOCK_N)
             tl.debug_barrier()      # every thread's part of the tile stored before the flag is released
             tl.atomic_xchg(flag_ptr + pid, 1, sem="release")
         else:
@@ -254,7 +253,7 @@ def _gemm_stream_k_kernel(a_ptr, b_ptr, c_ptr, a_desc, b_desc, c_desc, ws_ptr, f
                 # and the sum is taken a slab of FIX_ROWS rows at a time: a whole tile held twice in registers
                 # (the sum and a part) spilled at 128 x 128 with 4 warps.
                 own = ws_ptr + (tl.num_programs(0) + pid).to(tl.int64) * BLOCK_M * BLOCK_N
-                _store_part(ws_ptr, tl.num_programs(0) + pid, acc, BLOCK_M, BLOCK_N)
+                _store_part(own, acc, BLOCK_M, BLOCK_N)
                 first_q = _first_owner(tile * k_tiles, I, R)
                 arrived = 1
                 for rq in range(first_q, r):
@@ -298,12 +297,16 @@ def _gemm_splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: 
     tl.store(c_ptr + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
-def _pick_config(M: int, N: int) -> dict:
-    cfg = dict(CONFIGS["buckets"][-1][1])
+def _bucket(M: int) -> dict:
+    """The first bucket whose bound is >= M (the last one past every bound)."""
     for bound, bucket in CONFIGS["buckets"]:
         if M <= bound:
-            cfg = dict(bucket)
-            break
+            return bucket
+    return CONFIGS["buckets"][-1][1]
+
+
+def _pick_config(M: int, N: int) -> dict:
+    cfg = dict(_bucket(M))
     floor_m, floor_n = CONFIGS["min_block"]["BLOCK_M"], CONFIGS["min_block"]["BLOCK_N"]
     # Narrow N down to 64 first (keeps wgmma-sized tiles), then M, then N down to the floor.
     while (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]) * cfg["SPLIT_K"]
@@ -325,11 +328,7 @@ def _stream_k_config(M: int, N: int, K: int, sm_count: int) -> dict | None:
     or more idle (stream_k_max_tile_share)."""
     if M <= 0 or N <= 0 or K < max(1, CONFIGS["stream_k_min_k"]):
         return None
-    bucket = CONFIGS["buckets"][-1][1]
-    for bound, entry in CONFIGS["buckets"]:
-        if M <= bound:
-            bucket = entry
-            break
+    bucket = _bucket(M)
     if not bucket.get("STREAM_K"):
         return None
     cfg = {**bucket, **bucket.get("stream_k_tile", {})}
