@@ -167,6 +167,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
                                     gemm2=dict(BLOCK_K=128, num_stages=3))),
         ("prefill_m64_w4", _moe(*_MOE_PREFILL, BLOCK_M=64, gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
                                 gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
+        ("align_atomic", {"align_rank": 1}),        # routing by atomic ranks: 2 launches above 1024 pairs, no sort
     ],
     "gemm": [
         ("tma", _buckets(0, 1 << 62, TMA=1)),

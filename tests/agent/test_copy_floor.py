@@ -19,9 +19,16 @@ def test_the_plan_is_the_decode_hot_shapes_with_the_work_models_bytes(tmp_path):
     assert len(want) < len(hot)                       # the larger T of the hot set are left out
     for r in data["rows"]:
         assert r["bytes"] == pytest.approx(spec.work(hot[r["shape"]])[1])
+        assert 0 < r["t_roof_us"] < 1.0                 # decode sizes: well under a microsecond of traffic
     assert data["floor_us"] is None and "copy_us" not in data["rows"][0]
 
 
 def test_no_shape_below_the_bound_is_an_error_that_says_so(tmp_path):
     with pytest.raises(SystemExit, match="T <= 0"):
         copy_floor.main(["--out", str(tmp_path / "cf.json"), "--ops", "rms_norm", "--max-t", "0", "--dry-run"])
+
+
+def test_attainment_at_the_copys_time_is_the_scores_with_the_larger_of_roofline_and_floor():
+    assert copy_floor.attainment_at(2.0, 0.3, 1.5) == pytest.approx(0.75)       # the floor is T_ref
+    assert copy_floor.attainment_at(4.0, 3.0, 1.5) == pytest.approx(0.75)       # the roofline is T_ref
+    assert copy_floor.attainment_at(1.0, 0.3, 1.5) == 1.0                       # capped at 1

@@ -262,7 +262,8 @@ def test_at_k8_with_ordinary_inputs_the_scale_still_catches_a_lost_smallest_expe
 
 
 # ---- the seed's routing alignment (interpreter) ------------------------------------------------------
-def _check_alignment(seed, ids, E, BLOCK_M):
+def _check_alignment(seed, ids, E, BLOCK_M, ordered=True):
+    """ordered: each expert's pairs in token order (the sort); else any order (atomic ranks), each exactly once."""
     T, k = ids.shape
     n = T * k
     max_blocks = -(-(n + min(E, n) * (BLOCK_M - 1)) // BLOCK_M)
@@ -274,23 +275,38 @@ def _check_alignment(seed, ids, E, BLOCK_M):
     rows, blocks, at = sorted_ids.tolist(), block_expert.tolist(), 0
     for e in range(E):
         run = rows[at:at + padded[e]]
-        assert run[:counts[e]] == [p for p in range(n) if flat[p] == e], f"expert {e}: pairs out of order"
+        mine = [p for p in range(n) if flat[p] == e]
+        if ordered:
+            assert run[:counts[e]] == mine, f"expert {e}: pairs out of order"
+        else:
+            assert sorted(run[:counts[e]]) == mine, f"expert {e}: pairs lost, repeated or misplaced"
         assert run[counts[e]:] == [n] * (padded[e] - counts[e]), f"expert {e}: padding is not the sentinel"
         assert blocks[at // BLOCK_M:(at + padded[e]) // BLOCK_M] == [e] * (padded[e] // BLOCK_M)
         at += padded[e]
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("align_rank", [0, 1], ids=["sort", "atomic"])
 @pytest.mark.parametrize("single_program", [True, False], ids=["one-launch", "chunked"])
-def test_alignment_sorts_pairs_by_expert_and_pads_to_blocks(single_program):
-    # chunked: 16-pair chunks, so several chunk programs and the offsets program all take part.
-    seed = _load_seed(**({} if single_program else {"align_single_program_max_pairs": 0, "align_chunk": 16}))
+def test_alignment_sorts_pairs_by_expert_and_pads_to_blocks(single_program, align_rank):
+    # chunked: 16-pair chunks, so several chunk programs and the offsets (sort) or place (atomic) programs take part.
+    chunked = {"align_single_program_max_pairs": 0, "align_chunk": 16, "align_rank_chunk": 16}
+    seed = _load_seed(align_rank=align_rank, **({} if single_program else chunked))
     gen = torch.Generator().manual_seed(0)
     for T, E, k, BLOCK_M in [(1, 8, 4, 16), (37, 16, 3, 16), (100, 5, 2, 32), (20, 3, 3, 16)]:
         _, ids = op.route(T, E, k, gen)
-        _check_alignment(seed, ids, E, BLOCK_M)
+        _check_alignment(seed, ids, E, BLOCK_M, ordered=not align_rank)
     same_set = torch.tensor([[5, 2, 7]] * 20, dtype=torch.int32)     # 20 pairs per expert: 2 blocks each
-    _check_alignment(seed, same_set, 8, 16)
+    _check_alignment(seed, same_set, 8, 16, ordered=not align_rank)
+
+
+@pytest.mark.interpreter
+def test_atomic_alignment_sums_a_count_table_taller_than_one_tile():
+    """The place program sums the chunks x experts table TABLE_ROWS rows a step: with 2 rows a step and 12
+    chunks it takes six steps, and every chunk's first slots need the rows of all the steps before it."""
+    seed = _load_seed(align_rank=1, align_single_program_max_pairs=0, align_rank_chunk=16, align_table_tile=32)
+    _, ids = op.route(47, 16, 4, torch.Generator().manual_seed(5))       # 188 pairs: 12 chunks of 16
+    _check_alignment(seed, ids, 16, 16, ordered=False)
 
 
 # ---- the seed against the reference (interpreter) ----------------------------------------------------
@@ -317,6 +333,21 @@ def _run(seed, dims, dtype, topk_ids=None):
 ], ids=lambda v: "-".join(f"{k}{x}" for k, x in v.items()) if isinstance(v, dict) else v)
 def test_seed_matches_reference_under_the_interpreter(dims, dtype):
     _run(_load_seed(), dims, dtype)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("chunked", [False, True], ids=["one-launch", "chunked"])
+def test_atomic_alignment_gives_the_same_output_bits_as_the_sort(chunked):
+    """ALIGN_RANK=1 places an expert's pairs in another order; each row of a tile is computed on its own, so
+    the output is the sort path's bit for bit (and within the reference's tolerance)."""
+    dims = {"T": 9, "H": 40, "I": 24, "E": 8, "k": 4}
+    small = {"align_single_program_max_pairs": 0, "align_chunk": 16, "align_rank_chunk": 16} if chunked else {}
+    outs = []
+    for rank in (0, 1):
+        seed = _load_seed(align_rank=rank, **small)
+        inp = _run(seed, dims, "fp32")
+        outs.append(seed.fused_moe(**inp))
+    assert torch.equal(outs[0], outs[1])
 
 
 @pytest.mark.interpreter
@@ -405,11 +436,16 @@ def test_seed_compiles_for_hopper_with_wgmma_and_no_spills():
                 "num_warps": g["num_warps"], "num_stages": g["num_stages"]})
             expect_wgmma.append(True)
     # The alignment kernels at their largest: 1024 pairs in one program; 2048-pair chunks, 64 x 256 counts.
+    # ALIGN_RANK=1: the one program with atomic ranks, and the place program over 64 chunks x 256 bins.
     ids = {"topk_ids_ptr": "*i32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32", "num_padded_ptr": "*i32",
-           "chunk_counts_ptr": "*i32", "chunk_base_ptr": "*i32"}
+           "chunk_counts_ptr": "*i32", "chunk_base_ptr": "*i32", "cursor_ptr": "*i32"}
     warps = seed.CONFIGS["align_warps"]
+    small = dict(TOPK=8, CHUNK=1024, NUM_BINS=256, BLOCK_M=16, PAD_TILE=16, MAP_TILE=16)
     for kernel, const, nw in [
-            ("_fused_moe_align_small_kernel", dict(TOPK=8, CHUNK=1024, NUM_BINS=256, BLOCK_M=16, PAD_TILE=16, MAP_TILE=16), warps),
+            ("_fused_moe_align_small_kernel", dict(small, ALIGN_RANK=0), warps),
+            ("_fused_moe_align_small_kernel", dict(small, ALIGN_RANK=1), warps),
+            ("_fused_moe_place_kernel", dict(TOPK=8, CHUNK=512, NUM_BINS=256, TABLE_ROWS=32, BLOCK_M=128,
+                                             PAD_TILE=16, MAP_TILE=16), seed.CONFIGS["align_place_warps"]),
             ("_fused_moe_count_kernel", dict(TOPK=8, CHUNK=2048, NUM_BINS=256), warps),
             ("_fused_moe_offsets_kernel", dict(CHUNKS_P2=64, NUM_BINS=256, BLOCK_M=128, PAD_TILE=16, MAP_TILE=16),
              seed.CONFIGS["align_offsets_warps"]),
@@ -451,6 +487,16 @@ def test_seed_matches_reference_on_the_gpu_in_bf16(dims):
     ref, scale = op.reference_with_scale(**inp)       # the gate's bound: bf16 partials may cancel
     assert_within(out, ref, op.TOLERANCES["bf16"], scale=scale)
     assert torch.equal(out, seed.fused_moe(**inp)), "two calls on the same inputs differ"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", GPU_SHAPES, ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
+def test_atomic_alignment_gives_the_sorts_output_bits_on_the_gpu(dims):
+    inp = op.make_inputs(dims, "bf16", seed=4, device="cuda")
+    by_sort = _load_seed(align_rank=0).fused_moe(**inp)
+    atomic = _load_seed(align_rank=1)
+    assert torch.equal(atomic.fused_moe(**inp), by_sort)
+    assert torch.equal(atomic.fused_moe(**inp), by_sort), "a second call with atomic ranks differs"
 
 
 @pytest.mark.gpu

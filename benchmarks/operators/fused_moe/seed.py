@@ -9,6 +9,11 @@ g_e = w1[e, :I], u_e = w1[e, I:]. A (token, slot) pair p = t * k + j is one row 
    expert of every BLOCK_M-row block). Up to CONFIGS["align_single_program_max_pairs"] pairs one
    program does it all in one launch (decode); above, chunk histograms, one offsets program and chunk
    scatters (three launches). Within a chunk, pairs are ranked by sorting (expert, lane) keys.
+   ALIGN_RANK=1 (CONFIGS["align_rank"]) ranks them by an atomic counter per (chunk, expert) instead, seeded
+   with the chunk's first slots: no sort, and above one program two launches, not three (each chunk
+   program sums the small chunks x experts count table itself, so no offsets launch). Pairs of an expert
+   then land in any order within its run, which changes no output bit: every row of a grouped GEMM tile
+   is computed on its own, GEMM 2 stores by pair index and the reduction adds the k slots in a fixed order.
 2. GEMM 1 per block: gather the hidden rows of its pairs, gate and up tiles with tl.dot (fp32
    accumulators), silu(gate) * up, stored at the block's sorted rows of `inter` [max_padded, I].
 3. GEMM 2 per block: inter rows x w2[e]^T, times the pair's routing weight, stored at the pair's row
@@ -60,11 +65,21 @@ CONFIGS = {
     "align_max_tile": 16384,         # chunks (rounded to 2^n) x expert bins the offsets program holds at once
     "align_warps": 4,
     "align_offsets_warps": 16,       # the offsets program holds up to align_max_tile counts in registers
+    # ALIGN_RANK (see the docstring): 0 sorts (expert, lane) keys, the seed as timed on the H200; 1 takes atomic
+    # ranks, the technique that made moe_align_block_size 3.7-5.0x faster at 2048+ pairs there (2026-12-03).
+    # Not yet timed inside fused_moe (the variant `align_atomic`).
+    "align_rank": 0,
+    "align_rank_chunk": 256,         # ALIGN_RANK=1: pairs per chunk program above one program (power of two)
+    "align_table_tile": 8192,        # ALIGN_RANK=1: count-table entries (chunks x bins) summed per loop step
+    # ALIGN_RANK=1's place programs: chunk 0 writes the layout, which spilled at 4 warps with BLOCK_M = 128 and
+    # 256 experts (255 registers and a 312-byte stack in the Hopper build; 51 registers at 16, as the offsets
+    # program runs it)
+    "align_place_warps": 16,
     "reduce": dict(BLOCK_H=1024, num_warps=4),
 }
 # W_TMA=1: both grouped GEMMs load expert weight tiles through TMA descriptors (the gathered hidden rows
 # and the inter rows stay pointer loads); 0: pointer loads, the earlier seed. Not yet timed on the H200.
-SEARCH_SPACE = {"W_TMA": [0, 1]}
+SEARCH_SPACE = {"W_TMA": [0, 1], "align_rank": [0, 1]}
 
 
 @triton.jit
@@ -100,6 +115,17 @@ def _fused_moe_scatter(sorted_ids_ptr, first_pair, ids, valid, counts, base, E,
 
 
 @triton.jit
+def _fused_moe_place(sorted_ids_ptr, cursor_ptr, first_pair, ids, valid, base,
+                     CHUNK: tl.constexpr, NUM_BINS: tl.constexpr):
+    """ALIGN_RANK=1: each pair's slot from its expert's counter in this program's row of `cursor_ptr`, seeded
+    with base[e] (the chunk's first slot for expert e); the barrier orders the seeds before the adds."""
+    tl.store(cursor_ptr + tl.arange(0, NUM_BINS), base)
+    tl.debug_barrier()
+    dest = tl.atomic_add(cursor_ptr + ids, 1, mask=valid)
+    tl.store(sorted_ids_ptr + dest, first_pair + tl.arange(0, CHUNK), mask=valid)
+
+
+@triton.jit
 def _fused_moe_write_layout(sorted_ids_ptr, block_expert_ptr, num_padded_ptr, counts, padded, start,
                             num_pairs, BLOCK_M: tl.constexpr, PAD_TILE: tl.constexpr, MAP_TILE: tl.constexpr):
     total = tl.sum(padded, 0)
@@ -120,15 +146,19 @@ def _fused_moe_write_layout(sorted_ids_ptr, block_expert_ptr, num_padded_ptr, co
 
 @triton.jit
 def _fused_moe_align_small_kernel(topk_ids_ptr, stride_t, stride_j, sorted_ids_ptr, block_expert_ptr,
-                                  num_padded_ptr, num_pairs, E,
+                                  num_padded_ptr, cursor_ptr, num_pairs, E,
                                   TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
-                                  BLOCK_M: tl.constexpr, PAD_TILE: tl.constexpr, MAP_TILE: tl.constexpr):
+                                  BLOCK_M: tl.constexpr, PAD_TILE: tl.constexpr, MAP_TILE: tl.constexpr,
+                                  ALIGN_RANK: tl.constexpr):
     """All pairs in one program: counts, padded offsets, scatter and layout in a single launch."""
     valid, ids = _fused_moe_load_ids(topk_ids_ptr, stride_t, stride_j, 0, num_pairs, TOPK, CHUNK)
     counts = _fused_moe_count(ids, valid, NUM_BINS)
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
     start = tl.cumsum(padded, 0) - padded
-    _fused_moe_scatter(sorted_ids_ptr, 0, ids, valid, counts, start, E, CHUNK)
+    if ALIGN_RANK:
+        _fused_moe_place(sorted_ids_ptr, cursor_ptr, 0, ids, valid, start, CHUNK, NUM_BINS)
+    else:
+        _fused_moe_scatter(sorted_ids_ptr, 0, ids, valid, counts, start, E, CHUNK)
     _fused_moe_write_layout(sorted_ids_ptr, block_expert_ptr, num_padded_ptr, counts, padded, start,
                             num_pairs, BLOCK_M, PAD_TILE, MAP_TILE)
 
@@ -170,6 +200,34 @@ def _fused_moe_scatter_kernel(topk_ids_ptr, stride_t, stride_j, chunk_counts_ptr
     counts = tl.load(chunk_counts_ptr + bins)
     base = tl.load(chunk_base_ptr + bins)
     _fused_moe_scatter(sorted_ids_ptr, c * CHUNK, ids, valid, counts, base, E, CHUNK)
+
+
+@triton.jit
+def _fused_moe_place_kernel(topk_ids_ptr, stride_t, stride_j, chunk_counts_ptr, cursor_ptr, sorted_ids_ptr,
+                            block_expert_ptr, num_padded_ptr, num_chunks, num_pairs,
+                            TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
+                            TABLE_ROWS: tl.constexpr, BLOCK_M: tl.constexpr, PAD_TILE: tl.constexpr,
+                            MAP_TILE: tl.constexpr):
+    """ALIGN_RANK=1 above one program, after _fused_moe_count_kernel: chunk c sums the whole count table (every
+    expert's total, and its count in the chunks before c) and places its pairs by atomic ranks; chunk 0 also
+    writes the padding, the block -> expert map and the padded total."""
+    c = tl.program_id(0)
+    bins = tl.arange(0, NUM_BINS)
+    totals = tl.zeros([NUM_BINS], dtype=tl.int32)
+    before = tl.zeros([NUM_BINS], dtype=tl.int32)
+    for r0 in range(0, num_chunks, TABLE_ROWS):
+        chunk = r0 + tl.arange(0, TABLE_ROWS)[:, None]
+        table = tl.load(chunk_counts_ptr + chunk * NUM_BINS + bins[None, :], mask=chunk < num_chunks, other=0)
+        totals += tl.sum(table, 0)
+        before += tl.sum(tl.where(chunk < c, table, 0), 0)
+    padded = (totals + BLOCK_M - 1) // BLOCK_M * BLOCK_M
+    start = tl.cumsum(padded, 0) - padded
+    valid, ids = _fused_moe_load_ids(topk_ids_ptr, stride_t, stride_j, c * CHUNK, num_pairs, TOPK, CHUNK)
+    _fused_moe_place(sorted_ids_ptr, cursor_ptr + c * NUM_BINS, c * CHUNK, ids, valid, start + before, CHUNK,
+                     NUM_BINS)
+    if c == 0:
+        _fused_moe_write_layout(sorted_ids_ptr, block_expert_ptr, num_padded_ptr, totals, padded, start,
+                                num_pairs, BLOCK_M, PAD_TILE, MAP_TILE)
 
 
 @triton.jit
@@ -308,19 +366,30 @@ def _align(topk_ids, E: int, BLOCK_M: int, max_blocks: int):
     layout = dict(BLOCK_M=BLOCK_M, PAD_TILE=min(16, BLOCK_M), MAP_TILE=max(16, 4096 // num_bins))
     strides = (topk_ids.stride(0), topk_ids.stride(1))
     warps = CONFIGS["align_warps"]
+    rank = 1 if CONFIGS["align_rank"] else 0
     if num_pairs <= CONFIGS["align_single_program_max_pairs"]:
+        # the counter row of ALIGN_RANK=1, seeded by the kernel (num_padded stands in when it is unused)
+        cursor = torch.empty(num_bins, dtype=torch.int32, device=device) if rank else num_padded
         _fused_moe_align_small_kernel[(1,)](
-            topk_ids, *strides, sorted_ids, block_expert, num_padded, num_pairs, E,
+            topk_ids, *strides, sorted_ids, block_expert, num_padded, cursor, num_pairs, E,
             TOPK=k, CHUNK=max(16, triton.next_power_of_2(num_pairs)), NUM_BINS=num_bins, **layout,
-            num_warps=warps)
+            ALIGN_RANK=rank, num_warps=warps)
         return sorted_ids, block_expert, num_padded
     max_chunks = max(1, CONFIGS["align_max_tile"] // num_bins)
-    chunk = max(CONFIGS["align_chunk"], triton.next_power_of_2(triton.cdiv(num_pairs, max_chunks)))
+    chunk = max(CONFIGS["align_rank_chunk"] if rank else CONFIGS["align_chunk"],
+                triton.next_power_of_2(triton.cdiv(num_pairs, max_chunks)))
     num_chunks = triton.cdiv(num_pairs, chunk)
     chunk_counts = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
-    chunk_base = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
     _fused_moe_count_kernel[(num_chunks,)](
         topk_ids, *strides, chunk_counts, num_pairs, TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, num_warps=warps)
+    if rank:
+        cursor = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
+        _fused_moe_place_kernel[(num_chunks,)](
+            topk_ids, *strides, chunk_counts, cursor, sorted_ids, block_expert, num_padded, num_chunks, num_pairs,
+            TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, TABLE_ROWS=max(1, CONFIGS["align_table_tile"] // num_bins),
+            **layout, num_warps=CONFIGS["align_place_warps"])
+        return sorted_ids, block_expert, num_padded
+    chunk_base = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
     _fused_moe_offsets_kernel[(1,)](
         chunk_counts, chunk_base, sorted_ids, block_expert, num_padded, num_chunks, num_pairs,
         CHUNKS_P2=triton.next_power_of_2(num_chunks), NUM_BINS=num_bins, **layout,
