@@ -202,6 +202,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # at every B): 16 ways everywhere as before, and 8 from 64 rows
         ("many_rows_off", {"MANY_ROWS_MIN_B": 0}),
         ("many_rows_ways8", {"MANY_ROWS.SPLIT_WAYS": 8}),
+        ("topk_radix", {"TOPK_RADIX": 1}),          # t_k by radix select: 4 launches, not 8 (16 ways) or 16 (4)
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one

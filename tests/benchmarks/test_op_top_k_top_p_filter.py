@@ -1,10 +1,12 @@
 """top_k_top_p_filter operator folder: the filter's rules by hand (ties at both cuts, disabled filters, the
 renormalized nucleus), inputs with ties and well-posed nucleus boundaries, the seed's key search (bisection
-and multi-way) under the interpreter, and the sampler's rows per phase."""
+and multi-way) and radix select under the interpreter, the radix kernels' Hopper build, and the sampler's rows
+per phase."""
 import math
 import random
 from pathlib import Path
 
+import hopper_compile
 import pytest
 from op_helpers import load_seed, tolerance_failures
 import torch
@@ -218,8 +220,11 @@ def test_split_settings_take_many_rows_then_large_b_entries_by_b(seed, monkeypat
     (2, 777, 6, 6, 32, 4),
     (3, 1100, 7, 9, 32, 32),
 ])
-def test_split_path_matches_reference_exactly(spec, seed, monkeypatch, B, V, s, splits, block, ways):
+@pytest.mark.parametrize("radix", [0, 1], ids=["search", "radix"])
+def test_split_path_matches_reference_exactly(spec, seed, monkeypatch, B, V, s, splits, block, ways, radix):
+    """radix=1: t_k by radix select (TOPK_RADIX), top-p's search as before; the same bytes either way."""
     _split_config(seed, monkeypatch, splits, block, ways)
+    monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", radix)
     assert seed._split_chunks(B, V)[0] >= 2
     inputs = spec.make_inputs({"B": B, "V": V}, "fp32", seed=s)
     out = seed.top_k_top_p_filter(**inputs)
@@ -246,13 +251,15 @@ def _hand_rows(V: int):
 
 
 @pytest.mark.interpreter
-@pytest.mark.parametrize("splits, block, local", [(4, 128, 0), (9, 64, 1)])
-def test_split_path_on_hand_cases(spec, seed, monkeypatch, splits, block, local):
+@pytest.mark.parametrize("splits, block, local, radix", [(4, 128, 0, 0), (9, 64, 1, 0), (4, 128, 0, 1), (9, 64, 1, 1)])
+def test_split_path_on_hand_cases(spec, seed, monkeypatch, splits, block, local, radix):
     """Ties at both cuts and the other hand rows, on the split path; with local=1 the counters and masses are kept
-    per thread over the chunk (LOCAL_ACC) and summed once after its loop."""
+    per thread over the chunk (LOCAL_ACC) and summed once after its loop; radix=1 takes t_k by radix select
+    (a 35-way tie at the top cut by k = 10, -inf entries, k above V, one value everywhere)."""
     V = 1030
     _split_config(seed, monkeypatch, splits, block)
     monkeypatch.setitem(seed.CONFIGS, "LOCAL_ACC", local)
+    monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", radix)
     x, k, p = _hand_rows(V)
     ref = spec.reference(x, k.clamp(max=V), p)
     assert torch.isfinite(ref[0]).sum() == 35 and torch.isfinite(ref[3]).sum() == 3    # the ties stay together
@@ -326,6 +333,47 @@ def test_the_seed_variants_are_exact_at_an_interpreter_shape(spec):
         assert tolerance_failures(out, ref, spec.tolerance("fp32")) == [], name
 
 
+@pytest.mark.interpreter
+def test_radix_select_finds_the_kth_key_where_keys_share_their_high_bytes(spec, seed, monkeypatch):
+    """Logits one ulp apart (every key shares its top two bytes with the others, so the low bytes decide) and
+    values on both sides of zero (the sign bit's flip orders negative keys below positive ones)."""
+    _split_config(seed, monkeypatch, 3, 64)
+    monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", 1)
+    V = 300
+    near = torch.tensor([float(x) for x in (1.0 + torch.arange(V) * 2 ** -23)])        # 1.0, 1.0 + ulp, ...
+    mixed = torch.linspace(-3.0, 3.0, V)[torch.randperm(V, generator=torch.Generator().manual_seed(1))]
+    x = torch.stack([near, mixed])
+    k = torch.tensor([17, 151], dtype=torch.int32)
+    p = torch.ones(2)
+    out = seed.top_k_top_p_filter(x, k, p)
+    assert tolerance_failures(out, spec.reference(x, k, p), spec.tolerance("fp32")) == []
+    assert [int(torch.isfinite(r).sum()) for r in out] == [17, 151]
+
+
+@pytest.mark.slow
+def test_the_radix_kernels_build_for_hopper_without_spills(spec, seed):
+    """Every radix pass (the first, a later one, and top-p's first, which finishes the last byte) at the split
+    path's tile and warps, for both tables' ways: no stack, no local memory (the [RED, 256] partial sums)."""
+    cfg = seed.CONFIGS
+    topk = {"x_ptr": "*fp32", "k_ptr": "*i32", "mx_ptr": "*fp32", "h_in": "*i32", "h_out": "*i32", "st_in": "*i32",
+            "st_out": "*i32"}
+    topp = {"x_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "mx_ptr": "*fp32", "z_ptr": "*fp32", "cnt_in": "*i32",
+            "acc_in": "*fp32", "acc_out": "*fp32", "st_in": "*i32", "st_out": "*i32"}
+    block, warps = cfg["SPLIT_BLOCK_V"], cfg["SPLIT_num_warps"]
+    compiles = [{"kernel": "_split_topk_radix_kernel", "types": topk, "aligned": list(topk), "num_warps": warps,
+                 "num_stages": 1, "constexprs": dict(BLOCK_V=block, BINS=seed._RADIX_BINS, RED=seed._RED,
+                                                     SHIFT=shift, FIRST=shift == 24)} for shift in (24, 16)]
+    for ways in sorted({cfg["SPLIT_WAYS"], cfg["MANY_ROWS"]["SPLIT_WAYS"]}):
+        for local in (0, 1):
+            compiles.append({"kernel": "_split_topp_kernel", "types": topp, "aligned": list(topp), "num_warps": warps,
+                             "num_stages": 1, "constexprs": dict(BLOCK_V=block, WAYS=ways, RED=seed._RED, FIRST=True,
+                                                                 LOCAL_ACC=local, RADIX=1, BINS=seed._RADIX_BINS)})
+    results = hopper_compile.compile_for_hopper(spec.seed_path, compiles)
+    assert len(results) == len(compiles)
+    for c, r in zip(compiles, results):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['kernel']} {c['constexprs']}: {r['usage']}"
+
+
 # ---- on the GPU ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
@@ -339,3 +387,14 @@ def test_seed_matches_reference_exactly_on_the_gpu(spec, seed, dims):
     assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("bf16")) == []
     for _ in range(2):
         assert torch.equal(seed.top_k_top_p_filter(**inputs), out)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [{"B": 256, "V": 129280}, {"B": 64, "V": 151936}, {"B": 2, "V": 151936},
+                                  {"B": 3, "V": 2000}])
+def test_radix_top_k_gives_the_searchs_bytes_on_the_gpu(spec, seed, dims, monkeypatch):
+    inputs = spec.make_inputs(dims, "bf16", seed=5, device="cuda")
+    by_search = seed.top_k_top_p_filter(**inputs)
+    monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", 1)
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
+    assert tolerance_failures(by_search, spec.reference(**inputs), spec.tolerance("bf16")) == []

@@ -31,6 +31,12 @@ Two paths, chosen per call from B (CONFIGS):
   fewer chunks may remain (a row that fits one chunk takes the one-program path). Top-k thresholds are exact either way (integer counts); top-p
   sums its fp32 masses in another order than the one-program kernel, which the contract allows: every
   nucleus boundary of the inputs has a margin of 1e-3 in probability mass.
+
+TOPK_RADIX=1 (CONFIGS; the split path) finds t_k by radix select instead: 4 passes, one a byte of the 32-bit
+key from the top, each a 256-bin histogram (tl.histogram) of that byte over the keys whose higher bytes are the
+prefix chosen so far; the next launch sums the row's chunk histograms and takes the bin that holds the k-th
+largest key, counting the keys of the bins above it off k. 4 launches in place of the search's 8 (16 ways) or
+16 (4 ways), and a pass counts one bin a logit, not WAYS compares. Exact, like the search: integer counts.
 """
 import torch
 import triton
@@ -74,8 +80,11 @@ CONFIGS = {
     # take twice the launches (H200, 2026-12-04, new_ops_h200.md). 64 is the smallest B timed with it.
     "MANY_ROWS_MIN_B": 64,
     "MANY_ROWS": {"SPLIT_WAYS": 4},
+    # TOPK_RADIX (the docstring): the split path's top-k by radix select, 4 launches. 0: the WAYS-way search, as
+    # timed on the H200; 1 not yet timed there (the variant `topk_radix`).
+    "TOPK_RADIX": 0,
 }
-SEARCH_SPACE = {"LOCAL_ACC": [0, 1]}
+SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1]}
 
 
 @triton.jit
@@ -221,6 +230,66 @@ def _p_step(lo, hi, mass, inv_z, p, WAYS: tl.constexpr):
     return lo + j * step, tl.minimum(lo + (j + 1) * step - 1, hi)
 
 
+_RADIX_BINS = 256  # TOPK_RADIX: one byte of the key a pass (4 passes for 32 bits)
+
+
+@triton.jit
+def _radix_step(prefix, rank, hist, BINS: tl.constexpr):
+    """Radix select's update from the summed histogram of the next byte (over the keys under `prefix`): the bin
+    b holding the rank-th largest of those keys (repeats counted), the prefix extended by b, the rank within b."""
+    bins = tl.arange(0, BINS)
+    at_or_above = tl.sum(hist, 0) - tl.cumsum(hist, 0) + hist          # keys in bins >= b
+    b = tl.max(tl.where(at_or_above >= rank, bins, 0), 0)
+    above = tl.sum(tl.where(bins > b, hist, 0), 0)
+    return prefix.to(tl.int64) * BINS + b, rank - above
+
+
+@triton.jit
+def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_out, st_in, st_out,
+                             BLOCK_V: tl.constexpr, BINS: tl.constexpr, RED: tl.constexpr, SHIFT: tl.constexpr,
+                             FIRST: tl.constexpr):
+    """TOPK_RADIX: the histogram of key byte SHIFT / 8 over chunk c of row b, counting only the keys whose bits
+    above it are the prefix chosen so far (the first pass: every key, and it keeps the chunk's max). Keys are
+    the order-preserving int32 keys with the sign bit flipped, so they order as unsigned integers."""
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_V)
+    bins = tl.arange(0, BINS)
+    if FIRST:
+        prefix = tl.full([], 0, tl.int64)
+        rank = tl.minimum(tl.maximum(tl.load(k_ptr + row), 1), V)
+    else:
+        hist = _sum_parts(h_in + row * N * BINS, N, BINS, RED)
+        prefix, rank = _radix_step(tl.load(st_in + row * 4), tl.load(st_in + row * 4 + 1), hist, BINS)
+    want = prefix.to(tl.uint32)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    start = c * CH
+    end = tl.minimum(start + CH, V)
+    h = tl.zeros([BINS], dtype=tl.int32)
+    outside = tl.zeros([BLOCK_V], dtype=tl.int32)
+    mx = tl.full([BLOCK_V], float("-inf"), tl.float32)
+    for off in range(start, end, BLOCK_V):
+        mask = off + cols < end
+        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        u = (_float_to_key(x) ^ -2147483648).to(tl.uint32, bitcast=True)
+        if FIRST:
+            in_play = mask
+        else:
+            in_play = mask & ((u >> (SHIFT + 8)) == want)
+        # keys out of play are binned at 0 and taken back out after the loop (one count a lane)
+        h += tl.histogram(tl.where(in_play, (u >> SHIFT) & 0xFF, 0).to(tl.int32), BINS)
+        outside += (in_play == 0).to(tl.int32)
+        if FIRST:
+            mx = tl.maximum(mx, x)
+    h -= tl.where(bins == 0, tl.sum(outside, 0), 0)
+    tl.store(h_out + (row * N + c) * BINS + bins, h)
+    if FIRST:
+        tl.store(mx_ptr + row * N + c, tl.max(mx, axis=0))
+    if c == 0:
+        tl.store(st_out + row * 4, prefix.to(tl.int32))          # at most 24 bits before the last byte
+        tl.store(st_out + row * 4 + 1, rank.to(tl.int32))
+
+
 @triton.jit
 def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out, st_in, st_out,
                        BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr, FIRST: tl.constexpr,
@@ -269,9 +338,11 @@ def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out
 @triton.jit
 def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, cnt_in, acc_in, acc_out,
                        st_in, st_out, BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
-                       FIRST: tl.constexpr, LOCAL_ACC: tl.constexpr):
-    """One top-p pass over chunk c of row b. The first finishes t_k from the last top-k counts and also sums
-    the chunk's part of the normalizer; the others apply the previous pass's summed masses."""
+                       FIRST: tl.constexpr, LOCAL_ACC: tl.constexpr, RADIX: tl.constexpr = 0,
+                       BINS: tl.constexpr = 256):
+    """One top-p pass over chunk c of row b. The first finishes t_k from the last top-k counts (RADIX: the
+    last byte's histograms, in cnt_in) and also sums the chunk's part of the normalizer; the others apply the
+    previous pass's summed masses."""
     row = tl.program_id(0)
     c = tl.program_id(1)
     cols = tl.arange(0, BLOCK_V)
@@ -280,8 +351,13 @@ def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, c
     lo = tl.load(st_in + row * 4).to(tl.int64)
     hi = tl.load(st_in + row * 4 + 1).to(tl.int64)
     if FIRST:
-        cnt = _sum_parts(cnt_in + row * N * WAYS, N, WAYS, RED)
-        lo, hi = _k_step(lo, hi, cnt, tl.load(k_ptr + row), WAYS)
+        if RADIX:
+            hist = _sum_parts(cnt_in + row * N * BINS, N, BINS, RED)
+            key_u, _ = _radix_step(tl.load(st_in + row * 4), tl.load(st_in + row * 4 + 1), hist, BINS)
+            lo = key_u - 2147483648                  # the unsigned key back to the signed one
+        else:
+            cnt = _sum_parts(cnt_in + row * N * WAYS, N, WAYS, RED)
+            lo, hi = _k_step(lo, hi, cnt, tl.load(k_ptr + row), WAYS)
         lo_tk = lo
         hi = _float_to_key(top).to(tl.int64)
     else:
@@ -387,15 +463,25 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     grid = (B, N)
     meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=cfg["SPLIT_num_warps"])
     local = dict(LOCAL_ACC=cfg["LOCAL_ACC"])
+    radix = 1 if cfg["TOPK_RADIX"] else 0
     t = 0                                          # launch index: reads buffer (t - 1) % 2, writes t % 2
-    for i in range(passes):
-        _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
-                                 st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta, **local)
-        t += 1
+    if radix:
+        # the chunk histograms of the 4 byte passes, double-buffered like the counts ([2, B, N, 256])
+        cnt = torch.empty((2, B * N * _RADIX_BINS), dtype=torch.int32, device=logits.device)
+        for i, shift in enumerate((24, 16, 8, 0)):
+            _split_topk_radix_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
+                                           st[(t - 1) % 2], st[t % 2], BLOCK_V=block, BINS=_RADIX_BINS, RED=_RED,
+                                           SHIFT=shift, FIRST=i == 0, num_warps=cfg["SPLIT_num_warps"])
+            t += 1
+    else:
+        for i in range(passes):
+            _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
+                                     st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta, **local)
+            t += 1
     for i in range(passes):
         _split_topp_kernel[grid](logits, k, p, V, logits.stride(0), CH, N, mx, z, cnt[(t - 1) % 2],
                                  acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta,
-                                 **local)
+                                 **local, RADIX=radix if i == 0 else 0, BINS=_RADIX_BINS)
         t += 1
     _split_write_kernel[grid](logits, p, y, V, logits.stride(0), y.stride(0), CH, N, z, acc[(t - 1) % 2],
                               st[(t - 1) % 2], **meta)
