@@ -1,0 +1,38 @@
+"""The device batches (agent/studies/batch/*.sh) name studies, scripts and test files that exist: a batch is run
+on a fresh machine in a call of its own, where a renamed study costs the whole call."""
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BATCHES = sorted((ROOT / "agent" / "studies" / "batch").glob("*.sh"))
+
+
+def _joined(path: Path) -> str:
+    return path.read_text().replace("\\\n", " ")
+
+
+def _modules(text: str) -> list[str]:
+    return re.findall(r"python3? -m ((?:agent|benchmarks|sandbox)\.[\w.]+)", text)
+
+
+def _paths(text: str) -> list[str]:
+    return re.findall(r"(?<![\w/.])((?:agent|benchmarks|tests|sandbox)/[\w/.-]+\.(?:py|sh))", text)
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.name)
+def test_every_module_script_and_test_file_a_batch_names_exists(batch):
+    text = _joined(batch)
+    missing = [m for m in _modules(text) if not (ROOT / (m.replace(".", "/") + ".py")).exists()
+               and not (ROOT / m.replace(".", "/") / "__init__.py").exists()]
+    missing += [p for p in _paths(text) if not (ROOT / p).exists()]
+    assert missing == [], f"{batch.name} names what the repository does not have: {missing}"
+
+
+def test_the_check_finds_modules_and_paths_in_continued_lines(tmp_path):
+    fake = tmp_path / "b.sh"
+    fake.write_text("step x 10 python3 -m agent.studies.no_such_study \\\n  tests/agent/no_such_test.py\n")
+    text = _joined(fake)
+    assert _modules(text) == ["agent.studies.no_such_study"]
+    assert _paths(text) == ["tests/agent/no_such_test.py"]
