@@ -168,6 +168,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("prefill_m64_w4", _moe(*_MOE_PREFILL, BLOCK_M=64, gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
                                 gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
         ("align_atomic", {"align_rank": 1}),        # routing by atomic ranks: 2 launches above 1024 pairs, no sort
+        ("align_atomic_2048", {"align_rank": 1, "align_single_program_max_pairs": 2048}),   # T256-k8: one launch
     ],
     "gemm": [
         ("tma", _buckets(0, 1 << 62, TMA=1)),
