@@ -6,6 +6,7 @@ min(1, max(T_roof, T_floor) / T) against the datasheet ceilings, as the score co
 from __future__ import annotations
 
 import datetime
+import math
 import statistics
 from typing import Callable
 
@@ -131,6 +132,83 @@ def targets(op: str, shapes: dict[str, dict[str, dict]], ours=_seed_t) -> list[t
     return out
 
 
+# ---- paired rounds: a ratio target decided with a confidence, not from one median -----------------------
+
+PAIRED_CONFIDENCE = 0.9
+RATIO_BARS = {"rms_norm": 1.02, "silu_and_mul": 1.0}        # the per-shape ratio targets of issue 12
+
+
+def median_interval(values: list[float], confidence: float = PAIRED_CONFIDENCE) -> tuple[float, float, float] | None:
+    """(lo, hi, coverage): the widest-inward order statistics [v_(i), v_(n+1-i)] that hold the median of the
+    values' distribution with at least `confidence` (the sign test's interval: no assumption on the shape of
+    the noise, only that the samples are independent), or None when n samples cannot reach it (n < 5 at 0.9)."""
+    v = sorted(values)
+    n = len(v)
+    best = None
+    for i in range(1, n // 2 + 1):
+        below = sum(math.comb(n, j) for j in range(i)) / 2 ** n          # P(Binomial(n, 1/2) <= i - 1)
+        coverage = 1.0 - 2.0 * below
+        if coverage < confidence:
+            break
+        best = (v[i - 1], v[n - i], coverage)
+    return best
+
+
+def paired_ratios(impls: dict[str, dict]) -> tuple[str | None, list[float] | None]:
+    """Round by round, the best baseline's time over the seed's (the baseline with the lowest median; both timed
+    in the same round-robin round, so a drift of the machine moves both). [] when either side has no rounds;
+    None when their rounds cannot be paired (a round that failed or fell back to eager timing was dropped from
+    one side, and which one is not recorded)."""
+    name, _ = best(impls, "baseline")
+    seed = impls.get("seed") or {}
+    a, b = seed.get("rounds_us") or [], ((impls.get(name) or {}).get("rounds_us") or []) if name else []
+    if len(a) < 2 or len(b) < 2:
+        return name, []
+    if len(a) != len(b):
+        return name, None
+    return name, [tb / ts for ts, tb in zip(a, b)]
+
+
+def paired_verdicts(op: str, shapes: dict[str, dict[str, dict]]) -> tuple[float, dict[str, tuple[str, str]]] | None:
+    """(bar, shape -> (verdict, detail)) for an operator with a per-shape ratio target: `met` when the interval's
+    low end is at or above the bar, `missed` when its high end is below it, `undecided` when it holds the bar,
+    `one timing` when the shape has no rounds (its seed took longer than --rounds-max-us)."""
+    bar = RATIO_BARS.get(op)
+    if bar is None:
+        return None
+    out = {}
+    for sid, impls in shapes.items():
+        name, rs = paired_ratios(impls)
+        if rs is None:
+            out[sid] = ("undecided", "rounds dropped on one side: not paired")
+            continue
+        ci = median_interval(rs) if rs else None
+        if ci is None:
+            out[sid] = ("undecided", f"{len(rs)} rounds: too few for the interval") if rs else ("one timing",
+                                                                                               "no rounds")
+            continue
+        lo, hi, cov = ci
+        verdict = "met" if lo >= bar else "missed" if hi < bar else "undecided"
+        out[sid] = (verdict, f"{name}: median {statistics.median(rs):.3f}x, [{lo:.3f}, {hi:.3f}] at {cov:.0%}, "
+                             f"{len(rs)} rounds")
+    return bar, out
+
+
+def paired_lines(op: str, shapes: dict[str, dict[str, dict]]) -> list[str]:
+    got = paired_verdicts(op, shapes)
+    if got is None or all(v == "one timing" for v, _ in got[1].values()):
+        return []
+    bar, per = got
+    counts = {k: [s for s, (v, _) in per.items() if v == k] for k in ("met", "missed", "undecided", "one timing")}
+    overall = "missed" if counts["missed"] else "undecided" if counts["undecided"] else "met"
+    lines = [f"- the {bar:g}x target from paired rounds (each round's best-baseline time over the seed's, in the same "
+             f"round; a sign-test interval of the median ratio at >= {PAIRED_CONFIDENCE:.0%}; shapes with one timing "
+             f"are judged by it in the line above): **{overall}** on the shapes with rounds: "
+             + "; ".join(f"{k} on {len(v)}" for k, v in counts.items() if v)]
+    lines += [f"  - {sid}: {v} ({d})" for sid, (v, d) in per.items()]
+    return lines
+
+
 # ---- rendering -----------------------------------------------------------------------------------------
 
 def op_section(op: str, shapes: dict[str, dict[str, dict]]) -> list[str]:
@@ -154,6 +232,7 @@ def op_section(op: str, shapes: dict[str, dict[str, dict]]) -> list[str]:
     lines.append("")
     for what, met, detail in targets(op, shapes):
         lines.append(f"- target {what}: **{'met' if met else 'missed' if met is False else 'n/a'}** ({detail})")
+    lines += paired_lines(op, shapes)
     if variants:
         for what, met, detail in targets(op, shapes, _best_t):
             lines.append(f"- with the best variant per shape, {what}: "

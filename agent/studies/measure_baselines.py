@@ -13,6 +13,10 @@ With `--rounds R`, every implementation of a shape whose seed took at most `--ro
 all, round-robin (seed, variants, baselines, then again), and its time is the median of its R medians: at 2 us
 one configuration timed twice in a run spread up to 7% (h200.md, 2026-12-04), more than the ratios these
 shapes are judged by, and interleaving spreads a slow stretch of the GPU over every implementation alike.
+The report then also decides each per-shape ratio target from the rounds paired (baseline_report.paired_lines:
+round by round the best baseline's time over the seed's, a sign-test interval of their median): met, missed, or
+undecided when the interval holds the bar. 5 rounds give a 94% interval (the lowest and highest ratio), 9 a
+96% one without the two extremes.
 
 This times our own code (seeds and the libraries), not a proposer's candidate, so it runs in-process,
 without the worker's isolation: the lint and the verdict are `aka bench`'s job. `--dry-run` checks

@@ -131,3 +131,36 @@ def test_rounds_on_the_gpu_time_small_shapes_several_times(tmp_path):
         seed = next(s for s in data["records"] if s["shape"] == r["shape"] and s["kind"] == "seed")
         assert (r["rounds_us"] is not None and len(r["rounds_us"]) == 3) == (seed["rounds_us"] is not None)
     assert any(r["rounds_us"] for r in data["records"]) and not all(r["rounds_us"] for r in data["records"])
+
+
+def test_the_median_interval_is_the_sign_tests():
+    assert br.median_interval([5, 1, 4, 2, 3]) == (1, 5, pytest.approx(1 - 2 / 32))          # n = 5: min and max
+    assert br.median_interval([1, 2, 3, 4]) is None                                          # 87.5% < 90%
+    lo, hi, cov = br.median_interval(list(range(9)))          # i = 2: 1 - 2 * (1 + 9) / 512; i = 3 would be 82%
+    assert (lo, hi) == (1, 7) and cov == pytest.approx(1 - 20 / 512)
+
+
+def _rounds(shape, impl, kind, rounds, dims=None):
+    rec = _rec(shape, impl, kind, sorted(rounds)[len(rounds) // 2] if rounds else 40.0, dims or {"T": 64, "I": 256})
+    rec["rounds_us"] = rounds or None
+    return rec
+
+
+def test_paired_rounds_decide_a_ratio_target_per_shape_or_say_they_cannot():
+    ahead = [2.0, 2.1, 1.9, 2.05, 2.0]
+    recs = [_rounds("A", "seed", "seed", ahead), _rounds("A", "compile", "baseline", [t * 1.06 for t in ahead]),
+            _rounds("A", "liger", "baseline", [t * 1.3 for t in ahead]),
+            _rounds("B", "seed", "seed", ahead), _rounds("B", "compile", "baseline", [t * r for t, r in
+                                                                                   zip(ahead, (0.97, 1.03, 1.01, 0.99, 1.02))]),
+            _rounds("C", "seed", "seed", ahead), _rounds("C", "compile", "baseline", [t * 0.95 for t in ahead]),
+            _rounds("D", "seed", "seed", []), _rounds("D", "compile", "baseline", []),
+            _rounds("E", "seed", "seed", ahead), _rounds("E", "compile", "baseline", ahead[:4])]
+    bar, per = br.paired_verdicts("silu_and_mul", br.by_shape(recs, "silu_and_mul"))
+    assert bar == 1.0
+    assert {s: v for s, (v, _) in per.items()} == {"A": "met", "B": "undecided", "C": "missed", "D": "one timing",
+                                                   "E": "undecided"}
+    assert "compile: median 1.060x, [1.060, 1.060] at 94%, 5 rounds" == per["A"][1]     # the best baseline, paired
+    assert "not paired" in per["E"][1]
+    lines = br.paired_lines("silu_and_mul", br.by_shape(recs, "silu_and_mul"))
+    assert "**missed**" in lines[0] and "met on 1; missed on 1; undecided on 2; one timing on 1" in lines[0]
+    assert br.paired_verdicts("gemm", br.by_shape(recs, "silu_and_mul")) is None        # no per-shape ratio bar
