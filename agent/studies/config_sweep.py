@@ -17,6 +17,7 @@ import argparse
 import importlib.util
 import itertools
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -115,6 +116,18 @@ def confirm(fn, mod, candidates: list[dict], sets: list[dict], base, rounds: int
     return sorted(entries, key=lambda e: e["t_us"])
 
 
+def paired_vs_baseline(entry: dict, entries: list[dict]) -> str:
+    """'1.031x [1.010, 1.052]': the baseline's time over this entry's in the same round, median and interval
+    (agent/studies/baseline_report.median_interval); '' for the baseline itself or without one."""
+    from agent.studies.baseline_report import median_interval
+    base = next((e for e in entries if e["cfg"] is None), None)
+    if base is None or entry is base or len(base["rounds_us"]) != len(entry["rounds_us"]):
+        return ""
+    ratios = [b / a for a, b in zip(entry["rounds_us"], base["rounds_us"])]
+    ci = median_interval(ratios)
+    return f"{statistics.median(ratios):.3f}x" + (f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else "")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--op", required=True, choices=sorted(SPACES))
@@ -172,9 +185,11 @@ def main() -> int:
         entry = {"shape": shape.id, "t_roof_us": t_roof * 1e6, "rows": rows}
         if args.confirm and ok:
             entry["confirm"] = confirm(fn, mod, [r["cfg"] for r in ok[: args.confirm]], sets, base, args.rounds)
-            print(f"   confirmed, median of {args.rounds} interleaved rounds:")
+            print(f"   confirmed, median of {args.rounds} interleaved rounds (vs baseline: its time over this one's, "
+                  f"round by round, median and sign-test interval):")
             for e in entry["confirm"]:
-                print(f"   {e['label']:>8} {e['t_us']:9.2f} us  {'' if e['cfg'] is None else _label(e['cfg'])}")
+                print(f"   {e['label']:>8} {e['t_us']:9.2f} us  {paired_vs_baseline(e, entry['confirm']):28} "
+                      f"{'' if e['cfg'] is None else _label(e['cfg'])}")
         results.append(entry)
         del sets
         torch.cuda.empty_cache()

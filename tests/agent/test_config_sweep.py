@@ -52,3 +52,13 @@ def test_one_config_of_each_kind_computes_the_product_under_the_interpreter():
         seed.CONFIGS = {**cfg, "stream_k_min_k": 256}          # K = 512 takes stream-K where the bucket asks
         out = seed.gemm(a, b)
         torch.testing.assert_close(out, a @ b.T, rtol=1e-4, atol=1e-3, msg=kind)
+
+
+def test_the_confirmation_says_the_baselines_time_over_each_config_round_by_round():
+    entries = [{"label": "seed", "cfg": {}, "rounds_us": [40.0, 41.0, 39.0, 40.0, 40.5]},
+               {"label": "#1", "cfg": {}, "rounds_us": [36.0, 36.5, 35.5, 36.0, 36.2]},
+               {"label": "baseline", "cfg": None, "rounds_us": [38.0, 38.4, 37.6, 38.0, 38.1]}]
+    assert config_sweep.paired_vs_baseline(entries[1], entries) == "1.056x [1.052, 1.059]"
+    assert config_sweep.paired_vs_baseline(entries[0], entries).startswith("0.95")
+    assert config_sweep.paired_vs_baseline(entries[2], entries) == ""
+    assert config_sweep.paired_vs_baseline(entries[1], entries[:2]) == ""             # no baseline in the run
