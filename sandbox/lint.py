@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from sandbox import lint_policy as P
 from sandbox.lint_flow import MAX_ROUNDS, STATE, TENSOR, Flow
+from sandbox.lint_pdl import pdl_issues
 from sandbox.lint_rules import BUILTIN_NAMES, ExpressionRules
 from sandbox.lint_scopes import Scope, ScopeBuilder
 
@@ -118,6 +119,9 @@ class _Linter(ExpressionRules, ast.NodeVisitor):
         self.scope_stack = [self.root]
         for stmt in self.tree.body:
             self.visit(stmt)
+        for node, message in pdl_issues(self.tree, {n.name: n for n in kernel_defs}, self.parents,
+                                        lambda e: _decorator_path(e, self.aliases)):
+            self.add(node, "pdl", message)
         self._check_structure(op_defs)
         issues = sorted(self.issues, key=lambda i: (i.line, i.col))[:_MAX_ISSUES]
         launched = tuple(dict.fromkeys(name for name, _ in self.launches))

@@ -70,6 +70,7 @@ EXPECTED_CODES = {
     "lint_pre_hook_computes_output": {"torch-compute"},
     "lint_type_hints_eval": {"escape"},
     "lint_target_info_driver": {"escape"},
+    "lint_pdl_without_wait": {"pdl"},
 }
 
 
