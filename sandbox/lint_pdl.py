@@ -8,9 +8,9 @@ half-written ones in a serving engine. Hence a static rule, narrow enough to che
 - launch_pdl is a keyword of a direct `kernel[grid](...)` launch of one of the file's kernels, nowhere else
   (not in a functools.partial, a helper's parameters or a `**options` dict, and not the string "launch_pdl");
 - unless its value is the literal False (or 0 / None), the kernel's first statement (after a docstring) is
-  `tl.extra.cuda.gdc_wait()`, or `if GATE: tl.extra.cuda.gdc_wait()` where GATE is one of the kernel's
-  constexpr parameters and the launch passes GATE the same expression as launch_pdl (the interpreter has no
-  griddepcontrol, so a kernel that also runs on the CPU gates the wait on the same value as the launch).
+  `tl.extra.cuda.gdc_wait()`, or an `if GATE:` (no else) whose first statement it is, where GATE is one of the
+  kernel's constexpr parameters and the launch passes GATE the same expression as launch_pdl (the interpreter
+  has no griddepcontrol, so a kernel that also runs on the CPU gates the wait on the same value as the launch).
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _waits_first(fn: ast.FunctionDef, launch: ast.Call, value: ast.expr,
     if _is_wait(first, path):
         return True
     if not (isinstance(first, ast.If) and isinstance(first.test, ast.Name) and not first.orelse
-            and len(first.body) == 1 and _is_wait(first.body[0], path)):
+            and _is_wait(first.body[0], path)):
         return False
     gate = first.test.id
     passed = [k.value for k in launch.keywords if k.arg == gate]

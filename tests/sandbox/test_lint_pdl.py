@@ -42,6 +42,7 @@ def _codes(first: str, launch: str) -> list[str]:
     (WAIT, ", launch_pdl=True"),                                  # waits unconditionally
     (GATED, ", USE_PDL=pdl, launch_pdl=pdl"),                     # gated on the launch's own value
     ('    """docstring"""\n' + GATED, ", USE_PDL=pdl, launch_pdl=pdl"),
+    (GATED + "\n        tl.extra.cuda.gdc_launch_dependents()", ", USE_PDL=pdl, launch_pdl=pdl"),   # more after it
     ("", ", launch_pdl=False"),                                   # PDL off: nothing to wait for
     ("", ""),
 ])
@@ -55,11 +56,14 @@ def test_allowed(first, kw):
     (GATED, LAUNCH.format(kw=", USE_PDL=False, launch_pdl=pdl")),                     # gate off, PDL on
     (GATED, LAUNCH.format(kw=", launch_pdl=pdl")),                                    # gate left at its default
     ("    if OTHER:\n        tl.extra.cuda.gdc_wait()", LAUNCH.format(kw=", USE_PDL=pdl, launch_pdl=pdl")),
+    ("    if USE_PDL:\n        tl.extra.cuda.gdc_launch_dependents()\n        tl.extra.cuda.gdc_wait()",
+     LAUNCH.format(kw=", USE_PDL=pdl, launch_pdl=pdl")),
     ("    if USE_PDL:\n        tl.extra.cuda.gdc_wait()\n    else:\n        pass", LAUNCH.format(kw=", USE_PDL=pdl, launch_pdl=pdl")),
     (WAIT, "    run = functools.partial(_copy_kernel[(1,)], launch_pdl=True)\n    run(x, y, x.numel(), BLOCK=128)"),
     (WAIT, "    opts = {'launch_pdl': True}\n" + LAUNCH.format(kw=", **opts")),
     (WAIT, "    opts = dict(launch_pdl=True)\n" + LAUNCH.format(kw=", **opts")),
-], ids=["no_wait", "wait_not_first", "gate_off", "gate_default", "other_gate", "gate_with_else", "partial",
+], ids=["no_wait", "wait_not_first", "gate_off", "gate_default", "other_gate", "trigger_before_wait", "gate_with_else",
+        "partial",
         "string_key", "dict_keyword"])
 def test_rejected_with_the_fix(first, launch):
     codes = _codes(first, launch)
