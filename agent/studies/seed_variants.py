@@ -188,7 +188,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         for s, p in ((2, 2), (2, 4))] + [
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16)),
-        ("masked", {"even": 0}), ("before", {"even": 0, "decode_small_t": 0})],   # the seed before 2026-12-04
+        ("masked", {"even": 0}), ("before", {"even": 0, "decode_small_t": 0}),   # the seed before 2026-12-04
+        ("pdl", {"PDL": 1})],                            # programmatic dependent launch (2026-12-04, untimed)
     # the split-row path at every B (2026-12-02 session 9); its counters kept per thread across a chunk (LOCAL_ACC)
     # with chunks per row, tile and warps
     "top_k_top_p_filter": [
@@ -292,11 +293,11 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
             buckets=[(1024, dict(CHUNK=1024, RANK=0, num_warps=4)), (2048, dict(CHUNK=2048, RANK=0, num_warps=8)),
                      (1 << 62, dict(CHUNK=2048, RANK=0, num_warps=8))], fill=0, map_tile=32)),
         ("sentinel_tiles", lambda c: c.update(fill=0, map_tile=32)),
-        ("map32", lambda c: c.update(map_tile=32)),
         ("decode_w8", _buckets(0, 512, num_warps=8)),
         ("decode_w2", _buckets(0, 512, num_warps=2)),
         ("decode_match", _buckets(0, 512, RANK=2)),
         ("large_c512_w8", _buckets(513, 1 << 62, CHUNK=512, num_warps=8)),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # T = 1024 at H = 128 (64 programs of 16 rows) lost to torch.compile (3.04 against 2.19 us): now 4 rows a
     # one-warp program and at least min_programs programs; the seed before 2026-12-03, FAST's instructions
@@ -327,6 +328,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("w16", {"by_block_h.8192.num_warps": 16}),
         ("w4", {"by_block_h.8192.num_warps": 4}),
         ("w32", {"by_block_h.8192.num_warps": 32}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # decode (one new token per sequence): the 64-bit-word kernel (PACKED, 2026-12-04) against the element-wise
     # ones, and its channel tiles and warps per batch bucket
@@ -337,7 +339,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("packed_b256_w2_mid", _buckets(17, 64, PACKED_BLOCK_D=256, packed_num_warps=2)),
         ("packed_b2048_w8_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=2048, packed_num_warps=8)),
         ("packed_b1024_w4_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=1024, packed_num_warps=4)),
-        ("packed_b1024_w8_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=1024, packed_num_warps=8)),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # lost to Liger on every hot shape (T = 8192: 16.7 against 12.4 us): the two-program grid (one q and one k
     # program a token, each reloading cos/sin) against one fused program per TOKENS tokens. D = 128 (key 64):
@@ -366,5 +368,6 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("runtime_i", _buckets(1 << 17, 1 << 62, "by_outputs", FLAT=1)),
         ("const_i_2048w8", _buckets(1 << 17, 1 << 62, "by_outputs", BLOCK=2048, num_warps=8)),
         ("const_i_512w4", _buckets(1 << 17, 1 << 62, "by_outputs", BLOCK=512)),
-        ("const_i_evict_first", {"flat_evict": "evict_first"})],            # the first FLAT=3 (2026-12-04)
+        ("const_i_evict_first", {"flat_evict": "evict_first"}),             # the first FLAT=3 (2026-12-04)
+        ("pdl", {"PDL": 1})],                            # programmatic dependent launch (2026-12-04, untimed)
 }

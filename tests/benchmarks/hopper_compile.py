@@ -36,6 +36,8 @@ for c in job["compiles"]:
     loads = [i for i, ln in enumerate(ptx_lines) if "ld.global" in ln]
     barriers = [i for i, ln in enumerate(ptx_lines) if "bar.sync" in ln]
     stores = [i for i, ln in enumerate(ptx_lines) if "st.global" in ln]
+    reads = [i for i, ln in enumerate(ptx_lines) if any(op in ln for op in ("ld.global", "cp.async", "atom.", "ld.volatile"))]
+    waits = [i for i, ln in enumerate(ptx_lines) if "griddepcontrol.wait" in ln]
     forms = {}
     for ln in ptx_lines:
         if "ld.global" in ln:
@@ -45,7 +47,9 @@ for c in job["compiles"]:
     results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line, "load_forms": forms,
                     "tma": "cp.async.bulk.tensor" in k.asm["ptx"],
                     "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers),
-                    "loads_before_stores": not stores or not loads or max(loads) < min(stores)})
+                    "loads_before_stores": not stores or not loads or max(loads) < min(stores),
+                    "pdl_wait": bool(waits), "pdl_wait_before_reads": bool(waits) and (not reads or min(waits) < min(reads)),
+                    "pdl_trigger": "griddepcontrol.launch_dependents" in k.asm["ptx"]})
 print(json.dumps(results))
 """
 
@@ -55,7 +59,9 @@ def compile_for_hopper(seed_path, compiles: list[dict]) -> list[dict]:
     the global loads by form ("load_forms", cache hints dropped: {"ld.global.v4.b32": 4, "ld.global.b16": 10}),
     and whether every global load comes before the first barrier, and before the first global store, in the PTX
     (a load after either waits for the loads that the barrier's layout conversion or the store needs: one more
-    DRAM round trip in the program's dependent chain)."""
+    DRAM round trip in the program's dependent chain); with USE_PDL, whether the PTX has the wait for the kernel before
+    it (griddepcontrol.wait) ahead of every global read ("pdl_wait_before_reads": the compiler kept it first) and
+    the trigger for the next one ("pdl_trigger")."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], input=json.dumps(
         {"seed": str(seed_path), "compiles": compiles}), capture_output=True, text=True, env=env, timeout=300)

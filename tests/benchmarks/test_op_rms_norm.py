@@ -299,11 +299,11 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
                    "stride_x_row": "i32", "stride_x_col": "constexpr", "stride_w": "constexpr",
                    "stride_y_row": "i32", "eps": "fp32", "ROWS": "constexpr", "BLOCK_H": "constexpr",
                    "NUM_CHUNKS": "constexpr", "PERSISTENT": "constexpr", "LOOP_STAGES": "constexpr",
-                   "EVEN": "constexpr"}
+                   "EVEN": "constexpr", "USE_PDL": "constexpr"}
             src = triton.compiler.ASTSource(m._rms_norm_kernel, sig, attrs={(i,): d16 for i in (0, 1, 2, 4, 5, 8)},
                 constexprs={"stride_x_col": 1, "stride_w": 1, "ROWS": cfg["ROWS"], "BLOCK_H": block,
                             "NUM_CHUNKS": triton.cdiv(H, block), "PERSISTENT": persistent, "LOOP_STAGES": stages,
-                            "EVEN": int(cfg["ROWS"] == 1 and H == block)})
+                            "EVEN": int(cfg["ROWS"] == 1 and H == block), "USE_PDL": False})
             k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": cfg["num_warps"]})
             with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
                 f.write(k.asm["cubin"])

@@ -258,7 +258,9 @@ COMPILE_SCRIPT = textwrap.dedent(r"""
     report = {}
 
     def compiled(kernel, sig, aligned, constexprs, num_warps, vector):
-        # registers, local bytes, and whether the PTX has a global load matching `vector` (None: not checked)
+        # registers, local bytes, and whether the PTX has a global load matching `vector` (None: not checked);
+        # USE_PDL off (tests/benchmarks/test_pdl_seeds.py builds it on)
+        sig, constexprs = {**sig, "USE_PDL": "constexpr"}, {**constexprs, "USE_PDL": False}
         src = triton.compiler.ASTSource(kernel, sig, attrs={(i,): d16 for i in aligned}, constexprs=constexprs)
         k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps})
         with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:

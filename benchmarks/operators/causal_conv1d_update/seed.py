@@ -31,14 +31,22 @@ CONFIGS = {
         # 4 warps 10.76, 2048 on 8 9.86 (variants `packed_b1024_w4_large`, `packed_b2048_w8_large`, 2026-12-04)
         (1 << 62, dict(BLOCK_D=256, num_warps=4, TAPS_1D=0, PACKED=1, PACKED_BLOCK_D=512, packed_num_warps=4)),
     ],
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
+SEARCH_SPACE = {"PDL": [0, 1]}
 
 
 @triton.jit
 def _causal_conv1d_update_kernel(x_ptr, state_ptr, w_ptr, b_ptr, y_ptr, D, stride_xb, stride_xd, stride_sb,
                                  stride_sd, stride_si, stride_wd, stride_wi, stride_yb,
                                  W: tl.constexpr, SILU: tl.constexpr, BLOCK_D: tl.constexpr,
-                                 BLOCK_W: tl.constexpr):
+                                 BLOCK_W: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     seq = tl.program_id(0).to(tl.int64)
     ch = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     mask = ch < D
@@ -64,9 +72,12 @@ def _causal_conv1d_update_kernel(x_ptr, state_ptr, w_ptr, b_ptr, y_ptr, D, strid
 @triton.jit
 def _causal_conv1d_update_w4_kernel(x_ptr, state_ptr, w_ptr, b_ptr, y_ptr, D, stride_xb, stride_xd, stride_sb,
                                     stride_sd, stride_si, stride_wd, stride_wi, stride_yb,
-                                    SILU: tl.constexpr, BLOCK_D: tl.constexpr):
+                                    SILU: tl.constexpr, BLOCK_D: tl.constexpr, USE_PDL: tl.constexpr = False):
     """W = 4: the three state taps, x, the four weights and the bias as 1-D loads of one layout, all issued before
     the first store (the new state is taps 1, 2 and x written one place to the left)."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     seq = tl.program_id(0).to(tl.int64)
     ch = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
     mask = ch < D
@@ -108,12 +119,15 @@ def _pack4(a, b, c, d):
 
 @triton.jit
 def _causal_conv1d_update_packed_kernel(x_ptr, state_ptr, w_ptr, b_ptr, y_ptr, D, SILU: tl.constexpr,
-                                        BLOCK_G: tl.constexpr):
+                                        BLOCK_G: tl.constexpr, USE_PDL: tl.constexpr = False):
     """W = 4, 2-byte dtypes, contiguous tensors, D % 4 == 0: four channels a lane as 64-bit words. Their
     twelve state elements are three words (e0..e11, channel m's taps e[3m..3m+2]), their x, bias and each
     channel's four weights one word each; the new state is three words made of the old elements shifted by
     one with x in every third place, so every access is a full 8-byte word (the tap-wise kernels move each
     2-byte element on its own: 3 loads and 3 stores a channel, which Nsight Compute read as SM-bound)."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     DT: tl.constexpr = state_ptr.dtype.element_ty
     seq = tl.program_id(0).to(tl.int64)
     g = tl.program_id(1) * BLOCK_G + tl.arange(0, BLOCK_G)
@@ -171,6 +185,11 @@ def _packs(x, conv_state, weight, bias, y) -> bool:
             and contiguous == [True] * 5 and misaligned == [0] * 5)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _pick_config(B: int) -> dict:
     for bound, cfg in CONFIGS["buckets"]:
         if B <= bound:
@@ -193,15 +212,18 @@ def causal_conv1d_update(x, conv_state, weight, bias, silu=True):
     grid = (B, triton.cdiv(D, cfg["BLOCK_D"]))
     strides = (x.stride(0), x.stride(1), conv_state.stride(0), conv_state.stride(1), conv_state.stride(2),
                weight.stride(0), weight.stride(1), y.stride(0))
+    pdl = _pdl(x)
     if cfg.get("PACKED", 0) == 1 and _packs(x, conv_state, weight, bias, y) is True:
         lanes = cfg["PACKED_BLOCK_D"] // 4
         _causal_conv1d_update_packed_kernel[(B, triton.cdiv(D // 4, lanes))](
-            x, conv_state, weight, bias, y, D, SILU=bool(silu), BLOCK_G=lanes, num_warps=cfg["packed_num_warps"])
+            x, conv_state, weight, bias, y, D, SILU=bool(silu), BLOCK_G=lanes, USE_PDL=pdl, launch_pdl=pdl,
+            num_warps=cfg["packed_num_warps"])
     elif W == 4 and cfg.get("TAPS_1D", 0):
         _causal_conv1d_update_w4_kernel[grid](x, conv_state, weight, bias, y, D, *strides, SILU=bool(silu),
-                                              BLOCK_D=cfg["BLOCK_D"], num_warps=cfg["num_warps"])
+                                              BLOCK_D=cfg["BLOCK_D"], USE_PDL=pdl, launch_pdl=pdl,
+                                              num_warps=cfg["num_warps"])
     else:
         _causal_conv1d_update_kernel[grid](x, conv_state, weight, bias, y, D, *strides, W=W, SILU=bool(silu),
                                            BLOCK_D=cfg["BLOCK_D"], BLOCK_W=triton.next_power_of_2(W),
-                                           num_warps=cfg["num_warps"])
+                                           USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return y

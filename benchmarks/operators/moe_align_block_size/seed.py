@@ -37,8 +37,12 @@ CONFIGS = {
     "match_tile": 32,        # RANK=2: earlier lanes compared per step ([CHUNK, match_tile] in registers)
     "fill": 1,               # one program: the sentinel over [0, n_post_pad) before the pairs, not per expert
     "fill_tile": 1024,       # sentinel slots per step of that fill
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"RANK": [0, 1, 2], "CHUNK": [128, 256, 512, 1024, 2048, 4096], "fill": [0, 1]}
+SEARCH_SPACE = {"RANK": [0, 1, 2], "CHUNK": [128, 256, 512, 1024, 2048, 4096], "fill": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -58,7 +62,11 @@ def _moe_align_block_size_hist(e, valid, NUM_BINS: tl.constexpr):
 
 @triton.jit
 def _moe_align_block_size_count_kernel(ids_ptr, stride_t, stride_j, counts_ptr, P,
-                                       K: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr):
+                                       K: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
+                                       USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     c = tl.program_id(0)
     _, valid, e = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K, CHUNK)
     tl.store(counts_ptr + c * NUM_BINS + tl.arange(0, NUM_BINS), _moe_align_block_size_hist(e, valid, NUM_BINS))
@@ -71,7 +79,10 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
                                  ONE_CHUNK: tl.constexpr, COUNT_ROWS: tl.constexpr, EXPERTS: tl.constexpr,
                                  EXPERT_TILE: tl.constexpr, MAP_TILE: tl.constexpr,
                                  RANK: tl.constexpr, MATCH_TILE: tl.constexpr, DIRECT: tl.constexpr,
-                                 FILL: tl.constexpr, FILL_TILE: tl.constexpr):
+                                 FILL: tl.constexpr, FILL_TILE: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     c = tl.program_id(0)
     pair, valid, e = _moe_align_block_size_ids(ids_ptr, stride_t, stride_j, c, P, K, CHUNK)
     bins = tl.arange(0, NUM_BINS)
@@ -160,6 +171,11 @@ def _moe_align_block_size_kernel(ids_ptr, stride_t, stride_j, counts_ptr, cursor
         tl.store(n_post_pad_ptr, tl.sum(padded, 0))
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _pick_config(P: int) -> dict:
     for bound, cfg in CONFIGS["buckets"]:
         if P <= bound:
@@ -193,14 +209,16 @@ def moe_align_block_size(topk_ids, E=128, block=16):
     # With the fill there are no sentinel tiles: one tile of every expert writes the expert_ids entries.
     expert_tile = experts if fill else min(experts, max(1, CONFIGS["pad_tile"] // block))
     match_tile = min(chunk, CONFIGS["match_tile"])
+    pdl = _pdl(topk_ids)
     if num_chunks > 1:
         _moe_align_block_size_count_kernel[(num_chunks,)](topk_ids, *strides, counts, P, K=k, CHUNK=chunk,
-                                                          NUM_BINS=num_bins, num_warps=cfg["num_warps"])
+                                                          NUM_BINS=num_bins, USE_PDL=pdl, launch_pdl=pdl,
+                                                          num_warps=cfg["num_warps"])
     _moe_align_block_size_kernel[(num_chunks,)](
         topk_ids, *strides, counts, cursor, sorted_ids, expert_ids, n_post_pad, P, E, num_chunks,
         K=k, CHUNK=chunk, NUM_BINS=num_bins, BLOCK=block, ONE_CHUNK=num_chunks == 1,
         COUNT_ROWS=max(1, CONFIGS["count_tile"] // num_bins),
         EXPERTS=experts, EXPERT_TILE=expert_tile, MAP_TILE=CONFIGS["map_tile"], RANK=cfg["RANK"],
         MATCH_TILE=match_tile, DIRECT=num_chunks == 1 and expert_tile == num_bins, FILL=fill,
-        FILL_TILE=CONFIGS["fill_tile"], num_warps=cfg["num_warps"])
+        FILL_TILE=CONFIGS["fill_tile"], USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return sorted_ids, expert_ids, n_post_pad

@@ -47,8 +47,13 @@ CONFIGS = {
     # (benchmarks/results/h200.md), so kept, not claimed.
     "decode_small_t": 64,
     "even": 1,             # 0: masks on every load and store (the seed before 2026-12-04); no difference measured
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load, and lets the next
+    # one start at once (gdc_launch_dependents), so a decode call's launch overlaps its neighbours' tails instead
+    # of following them. Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"PERSISTENT": [0, 1], "LOOP_STAGES": [1, 2, 3], "even": [0, 1]}
+SEARCH_SPACE = {"PERSISTENT": [0, 1], "LOOP_STAGES": [1, 2, 3], "even": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -91,7 +96,11 @@ def _store_normalized(y_ptr, x, w, rows64, mask, H, stride_y_row, eps, BLOCK_H: 
 @triton.jit
 def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_w, stride_y_row, eps,
                      ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                     PERSISTENT: tl.constexpr, LOOP_STAGES: tl.constexpr, EVEN: tl.constexpr):
+                     PERSISTENT: tl.constexpr, LOOP_STAGES: tl.constexpr, EVEN: tl.constexpr,
+                     USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     cols = tl.arange(0, BLOCK_H)
     if NUM_CHUNKS == 1:
         # Whole row in registers: one read of x, one write of y.
@@ -138,6 +147,11 @@ def _sm_count(x) -> int:
     return torch.cuda.get_device_properties(x.device).multi_processor_count
 
 
+def _pdl(x) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9
+
+
 def _config(T: int, block_h: int) -> dict:
     table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
@@ -163,9 +177,10 @@ def rms_norm(x, weight, eps=1e-6):
         grid = (max(1, min(blocks, _sm_count(x) * cfg["PROGRAMS_PER_SM"])),)
     else:
         grid = (blocks,)
+    pdl = _pdl(x)
     _rms_norm_kernel[grid](x, weight, y, T, H, x.stride(0), x.stride(1), weight.stride(0), y.stride(0), eps,
                            ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=num_chunks, PERSISTENT=persistent,
                            LOOP_STAGES=cfg["LOOP_STAGES"] if persistent else 1,
                            EVEN=int(bool(CONFIGS["even"]) and cfg["ROWS"] == 1 and H == block_h),
-                           num_warps=cfg["num_warps"])
+                           USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return y

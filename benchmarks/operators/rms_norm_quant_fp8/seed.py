@@ -40,8 +40,13 @@ CONFIGS = {
         4096: {"ROWS": 1, "num_warps": 8},
         8192: {"ROWS": 1, "num_warps": 8},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"ONE_REDUCE": [0, 1], "even": [0, 1]}      # code paths, not sizes: the offline search may flip them
+# code paths, not sizes: the offline search may flip them
+SEARCH_SPACE = {"ONE_REDUCE": [0, 1], "even": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -75,7 +80,10 @@ def _sum_and_max(s_a, m_a, s_b, m_b):
 def _rms_norm_quant_fp8_kernel(x_ptr, w_ptr, q_ptr, s_ptr, T, H, stride_x_row, stride_x_col, stride_w,
                                stride_q_row, eps, ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
                                NUM_CHUNKS: tl.constexpr, ROUND_IN_FP32: tl.constexpr, ONE_REDUCE: tl.constexpr,
-                               EVEN: tl.constexpr):
+                               EVEN: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -132,6 +140,11 @@ def _rms_norm_quant_fp8_kernel(x_ptr, w_ptr, q_ptr, s_ptr, T, H, stride_x_row, s
             _quantize_store(q_rows + cc[None, :], x * w[None, :] * rstd[:, None], inv_scale, mask, ROUND_IN_FP32)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _config(block_h: int) -> dict:
     table = CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
@@ -150,11 +163,12 @@ def rms_norm_quant_fp8(x, weight, eps=1e-6):
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
     cfg = _config(block_h)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
+    pdl = _pdl(x)
     _rms_norm_quant_fp8_kernel[grid](x, weight, xq, scale, T, H, x.stride(0), x.stride(1), weight.stride(0),
                                      xq.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
                                      NUM_CHUNKS=triton.cdiv(H, block_h),
                                      ROUND_IN_FP32=bool(CONFIGS["round_in_fp32"]) or not x.is_cuda,
                                      ONE_REDUCE=CONFIGS["ONE_REDUCE"],
                                      EVEN=int(bool(CONFIGS["even"]) and cfg["ROWS"] == 1 and H == block_h),
-                                     num_warps=cfg["num_warps"])
+                                     USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return xq, scale

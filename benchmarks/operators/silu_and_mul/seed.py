@@ -58,13 +58,22 @@ CONFIGS = {
         1024: {"ROWS": 2, "num_warps": 4},
         2048: {"ROWS": 1, "num_warps": 4},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents): a decode call's launch overlaps its neighbours' tails. Not yet timed
+    # (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"FLAT": [0, 1, 2, 3], "flat_evict": ["evict_first", ""]}
+SEARCH_SPACE = {"FLAT": [0, 1, 2, 3], "flat_evict": ["evict_first", ""], "PDL": [0, 1]}
 
 
 @triton.jit
 def _silu_and_mul_kernel(x_ptr, out_ptr, T, I, stride_x_row, stride_x_col, stride_out_row,
-                         FLAT: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, BLOCK_I: tl.constexpr):
+                         FLAT: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, BLOCK_I: tl.constexpr,
+                         USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     if FLAT:
         # int32 index (the launcher takes this path only for T*I < 2^31); int64 for the row offsets.
         idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -90,8 +99,11 @@ def _silu_and_mul_kernel(x_ptr, out_ptr, T, I, stride_x_row, stride_x_col, strid
 
 @triton.jit
 def _silu_and_mul_row_kernel(x_ptr, out_ptr, stride_x_row, stride_out_row, I: tl.constexpr,
-                             BLOCK_I: tl.constexpr, WIDE: tl.constexpr):
+                             BLOCK_I: tl.constexpr, WIDE: tl.constexpr, USE_PDL: tl.constexpr = False):
     """One row a program, unit column stride. WIDE: the row offsets need int64 (T * stride >= 2^31)."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     if WIDE:
         row = row.to(tl.int64)
@@ -113,9 +125,12 @@ def _silu_and_mul_row_kernel(x_ptr, out_ptr, stride_x_row, stride_out_row, I: tl
 
 @triton.jit
 def _silu_and_mul_flat_kernel(x_ptr, out_ptr, n, I: tl.constexpr, BLOCK: tl.constexpr, EVEN: tl.constexpr,
-                              EVICT: tl.constexpr):
+                              EVICT: tl.constexpr, USE_PDL: tl.constexpr = False):
     """FLAT=3: x contiguous [T, 2I], out contiguous [T, I], 2 * T * I < 2^31 (int32 offsets); EVEN: BLOCK divides
     n = T * I, so every program is full. EVICT: "evict_first" or "" (no hint) on the loads."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     idx = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     src = (idx // I) * (2 * I) + idx % I
     if EVEN:
@@ -159,6 +174,11 @@ def _launch(T: int, I: int, col_stride: int = 1, contiguous: bool = True) -> dic
     return launch
 
 
+def _pdl(x) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and x.is_cuda and torch.cuda.get_device_capability(x.device)[0] >= 9
+
+
 def silu_and_mul(x):
     if x.dim() != 2 or x.shape[1] % 2:
         raise ValueError(f"silu_and_mul expects x[T, 2*I] with an even last dimension; got {tuple(x.shape)}")
@@ -167,20 +187,23 @@ def silu_and_mul(x):
     if T == 0 or I == 0:
         return out
     cfg = _launch(T, I, x.stride(1), x.is_contiguous())
+    pdl = _pdl(x)
     if cfg["FLAT"] == 3:
         _silu_and_mul_flat_kernel[(triton.cdiv(T * I, cfg["BLOCK"]),)](x, out, T * I, I=I, BLOCK=cfg["BLOCK"],
                                                                       EVEN=cfg["EVEN"], EVICT=CONFIGS["flat_evict"],
+                                                                      USE_PDL=pdl, launch_pdl=pdl,
                                                                       num_warps=cfg["num_warps"])
         return out
     if cfg["FLAT"] == 2:
         wide = max(T * x.stride(0), T * I) >= 1 << 31
         _silu_and_mul_row_kernel[(T,)](x, out, x.stride(0), out.stride(0), I=I, BLOCK_I=cfg["BLOCK_I"], WIDE=wide,
-                                       num_warps=cfg["num_warps"])
+                                       USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
         return out
     if cfg["FLAT"]:
         grid = (triton.cdiv(T * I, cfg["BLOCK"]),)
     else:
         grid = (triton.cdiv(T, cfg["ROWS"]), triton.cdiv(I, cfg["BLOCK_I"]))
     _silu_and_mul_kernel[grid](x, out, T, I, x.stride(0), x.stride(1), out.stride(0), FLAT=cfg["FLAT"],
-                               BLOCK=cfg["BLOCK"], ROWS=cfg["ROWS"], BLOCK_I=cfg["BLOCK_I"], num_warps=cfg["num_warps"])
+                               BLOCK=cfg["BLOCK"], ROWS=cfg["ROWS"], BLOCK_I=cfg["BLOCK_I"], USE_PDL=pdl,
+                               launch_pdl=pdl, num_warps=cfg["num_warps"])
     return out

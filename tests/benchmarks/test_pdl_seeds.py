@@ -1,0 +1,111 @@
+"""The PDL switch of the decode seeds (CONFIGS["PDL"]: programmatic dependent launch, sandbox/POLICY.md 7a): in
+the Hopper build every such kernel waits for the kernel before it ahead of its first global read and lets the
+next one start; on the CPU the switch changes nothing (the interpreter has no griddepcontrol); on a GPU the
+outputs are bit for bit those without it, and the call still captures into a CUDA graph."""
+from pathlib import Path
+
+import hopper_compile
+import pytest
+from op_helpers import call_failures, load_seed
+import torch
+
+from benchmarks.registry import load_operator
+
+BF16_PTRS = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "out_ptr": "*bf16", "state_ptr": "*bf16",
+             "b_ptr": "*bf16", "q_ptr": "*fp8e4nv", "s_ptr": "*fp32", "eps": "fp32"}
+IDS = {"ids_ptr": "*i32", "counts_ptr": "*i32", "cursor_ptr": "*i32", "sorted_ptr": "*i32", "expert_ids_ptr": "*i32",
+       "n_post_pad_ptr": "*i32"}
+
+# (operator, kernel, constexprs, pointer types, warps): each kernel a PDL seed launches, at a decode configuration
+KERNELS = [
+    ("rms_norm", "_rms_norm_kernel", dict(stride_x_col=1, stride_w=1, ROWS=1, BLOCK_H=512, NUM_CHUNKS=1, PERSISTENT=0,
+                                          LOOP_STAGES=1, EVEN=1), BF16_PTRS, 1),
+    ("silu_and_mul", "_silu_and_mul_flat_kernel", dict(I=3584, BLOCK=1024, EVEN=1, EVICT=""), BF16_PTRS, 4),
+    ("silu_and_mul", "_silu_and_mul_row_kernel", dict(I=256, BLOCK_I=256, WIDE=False), BF16_PTRS, 2),
+    ("silu_and_mul", "_silu_and_mul_kernel", dict(stride_x_col=1, FLAT=0, BLOCK=1, ROWS=4, BLOCK_I=512), BF16_PTRS, 4),
+    ("rms_norm_quant_fp8", "_rms_norm_quant_fp8_kernel", dict(stride_x_col=1, stride_w=1, ROWS=1, BLOCK_H=8192,
+                                                              NUM_CHUNKS=1, ROUND_IN_FP32=False, ONE_REDUCE=1, EVEN=1),
+     BF16_PTRS, 8),
+    ("causal_conv1d_update", "_causal_conv1d_update_packed_kernel", dict(SILU=True, BLOCK_G=128), BF16_PTRS, 4),
+    ("causal_conv1d_update", "_causal_conv1d_update_w4_kernel", dict(SILU=True, BLOCK_D=128), BF16_PTRS, 4),
+    ("causal_conv1d_update", "_causal_conv1d_update_kernel", dict(W=4, SILU=True, BLOCK_D=256, BLOCK_W=4),
+     BF16_PTRS, 4),
+    ("moe_align_block_size", "_moe_align_block_size_count_kernel", dict(K=8, CHUNK=256, NUM_BINS=128), IDS, 4),
+    ("moe_align_block_size", "_moe_align_block_size_kernel",
+     dict(K=8, CHUNK=256, NUM_BINS=128, BLOCK=32, ONE_CHUNK=False, COUNT_ROWS=64, EXPERTS=16, EXPERT_TILE=16,
+          MAP_TILE=4, RANK=1, MATCH_TILE=32, DIRECT=False, FILL=False, FILL_TILE=1024), IDS, 4),
+]
+OPS = sorted({op for op, *_ in KERNELS})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", OPS)
+def test_every_pdl_kernel_waits_before_its_first_read_in_the_hopper_build(op):
+    spec = load_operator(op)
+    rows = [k for k in KERNELS if k[0] == op]
+    compiles = [{"kernel": kernel, "types": types, "constexprs": {**const, "USE_PDL": pdl}, "aligned": list(types),
+                 "num_warps": warps, "num_stages": 1} for _, kernel, const, types, warps in rows for pdl in (True, False)]
+    results = hopper_compile.compile_for_hopper(spec.seed_path, compiles)
+    assert len(results) == len(compiles)
+    for c, r in zip(compiles, results):
+        name = f"{c['kernel']} USE_PDL={c['constexprs']['USE_PDL']}"
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{name}: {r['usage']}"
+        if c["constexprs"]["USE_PDL"]:
+            assert r["pdl_wait_before_reads"] and r["pdl_trigger"], f"{name}: {r}"
+        else:
+            assert not r["pdl_wait"] and not r["pdl_trigger"], f"{name}: griddepcontrol without PDL"
+
+
+def test_every_kernel_a_pdl_seed_launches_is_built_here():
+    """A new kernel in one of these seeds gets its Hopper build above (or the PDL claim covers less than it says)."""
+    import ast
+    for op in OPS:
+        tree = ast.parse(Path(load_operator(op).seed_path).read_text())
+        gated = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+                 and any(a.arg == "USE_PDL" for a in n.args.args)}
+        assert gated == {k for o, k, *_ in KERNELS if o == op}, op
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("op", OPS)
+def test_the_switch_changes_nothing_on_the_cpu(op):
+    spec = load_operator(op)
+    shape = max((s for s in spec.shapes if s.hot), key=lambda s: s.weight)
+    dims = spec.interpreter_dims(shape.dim)
+    inputs = spec.make_inputs(dims, "fp32", seed=3)
+    seed = load_seed(spec.seed_path, f"pdl_cpu_{op}")
+    assert seed.CONFIGS["PDL"] == 0, "PDL stays off until the H200 times it"
+    seed.CONFIGS["PDL"] = 1
+    assert call_failures(spec, lambda **a: seed.__dict__[op](**a), inputs, dims) == []
+
+
+GPU_DIMS = {"rms_norm": [{"T": 1, "H": 512}, {"T": 256, "H": 1536}, {"T": 4096, "H": 8192}],
+            "silu_and_mul": [{"T": 16, "I": 256}, {"T": 64, "I": 3584}, {"T": 4096, "I": 3584}],
+            "rms_norm_quant_fp8": [{"T": 16, "H": 8192}, {"T": 4096, "H": 8192}],
+            "causal_conv1d_update": [{"B": 16, "D": 4096, "W": 4}, {"B": 256, "D": 4096, "W": 4},
+                                     {"B": 3, "D": 100, "W": 3}],
+            "moe_align_block_size": [{"T": 16, "k": 8, "E": 128, "block": 16}, {"T": 256, "k": 8, "E": 128, "block": 32},
+                                     {"T": 4096, "k": 8, "E": 256, "block": 64}]}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, dims", [(op, d) for op in OPS for d in GPU_DIMS[op]],
+                         ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}{x}" for k, x in v.items()))
+def test_pdl_gives_the_same_bits_and_captures_into_a_graph_on_the_gpu(op, dims):
+    from sandbox.timing import time_call
+    spec = load_operator(op)
+    inputs = spec.make_inputs(dims, "bf16", seed=6, device="cuda")
+    plain = load_seed(spec.seed_path, f"pdl_off_{op}")
+    pdl = load_seed(spec.seed_path, f"pdl_on_{op}")
+    pdl.CONFIGS["PDL"] = 1
+    assert pdl._pdl(next(v for v in inputs.values() if torch.is_tensor(v)))
+    clones = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in inputs.items()}
+    want, got = plain.__dict__[op](**inputs), pdl.__dict__[op](**clones)
+    for a, b in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        assert torch.equal(a, b)
+    for k in spec.mutates:                          # in-place operators: the same state after one call each
+        assert torch.equal(inputs[k], clones[k]), k
+    assert call_failures(spec, lambda **a: pdl.__dict__[op](**a), spec.make_inputs(dims, "bf16", seed=7, device="cuda"),
+                         dims, "bf16") == []
+    sets = [spec.make_inputs(dims, "bf16", seed=8 + i, device="cuda") for i in range(2)]
+    assert time_call(lambda d: pdl.__dict__[op](**d), sets, reps=5, warmup=2).mode == "graph"
