@@ -205,6 +205,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("many_rows_off", {"MANY_ROWS_MIN_B": 0}),
         ("many_rows_ways8", {"MANY_ROWS.SPLIT_WAYS": 8}),
         ("topk_radix", {"TOPK_RADIX": 1}),          # t_k by radix select: 4 launches, not 8 (16 ways) or 16 (4)
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("topk_radix_pdl", {"TOPK_RADIX": 1, "PDL": 1}),
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one
@@ -248,8 +250,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # the two passes at T = 64 (19 MB, where they stay): 512 programs of 5 steps each ran at 40-44% of DRAM
         # bandwidth and 44% occupancy, long-scoreboard bound (ncu, 2026-12-04); more, shorter programs
         ("programs2048", {"TARGET_PROGRAMS": 2048}),
-        ("programs4096", {"TARGET_PROGRAMS": 4096}),
         ("programs4096_w4", {"TARGET_PROGRAMS": 4096, "num_warps": 4}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [

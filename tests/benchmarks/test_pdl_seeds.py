@@ -16,6 +16,10 @@ BF16_PTRS = {"x_ptr": "*bf16", "w_ptr": "*bf16", "y_ptr": "*bf16", "out_ptr": "*
 IDS = {"ids_ptr": "*i32", "counts_ptr": "*i32", "cursor_ptr": "*i32", "sorted_ptr": "*i32", "expert_ids_ptr": "*i32",
        "n_post_pad_ptr": "*i32"}
 
+TOPK = {"x_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "y_ptr": "*fp32", "mx_ptr": "*fp32", "z_ptr": "*fp32",
+        "cnt_in": "*i32", "cnt_out": "*i32", "h_in": "*i32", "h_out": "*i32", "acc_in": "*fp32", "acc_out": "*fp32",
+        "st_in": "*i32", "st_out": "*i32"}
+
 # (operator, kernel, constexprs, pointer types, warps): each kernel a PDL seed launches, at a decode configuration
 KERNELS = [
     ("rms_norm", "_rms_norm_kernel", dict(stride_x_col=1, stride_w=1, ROWS=1, BLOCK_H=512, NUM_CHUNKS=1, PERSISTENT=0,
@@ -30,6 +34,18 @@ KERNELS = [
     ("causal_conv1d_update", "_causal_conv1d_update_w4_kernel", dict(SILU=True, BLOCK_D=128), BF16_PTRS, 4),
     ("causal_conv1d_update", "_causal_conv1d_update_kernel", dict(W=4, SILU=True, BLOCK_D=256, BLOCK_W=4),
      BF16_PTRS, 4),
+    ("softmax", "_softmax_partials_kernel", dict(BLOCK_V=4096, EVICT_LAST=0, GROUP=8, STAGES=1),
+     {"x_ptr": "*bf16", "part_ptr": "*fp32"}, 8),
+    ("softmax", "_softmax_normalize_kernel", dict(BLOCK_V=4096, BLOCK_S=8, REVERSE=1, STORE_CS=0, STAGES=1),
+     {"x_ptr": "*bf16", "part_ptr": "*fp32", "y_ptr": "*fp32"}, 8),
+    ("softmax", "_softmax_one_read_kernel", dict(BLOCK=8192, BLOCK_S=32), {"x_ptr": "*bf16", "ws_ptr": "*i64",
+                                                                           "y_ptr": "*fp32"}, 8),
+    ("top_k_top_p_filter", "_top_k_top_p_filter_kernel", dict(BLOCK_V=1024, WAYS=16, PASSES=8), TOPK, 8),
+    ("top_k_top_p_filter", "_split_topk_kernel", dict(BLOCK_V=512, WAYS=4, RED=32, FIRST=True, LOCAL_ACC=1), TOPK, 4),
+    ("top_k_top_p_filter", "_split_topk_radix_kernel", dict(BLOCK_V=512, BINS=256, RED=32, SHIFT=16, FIRST=False),
+     TOPK, 4),
+    ("top_k_top_p_filter", "_split_topp_kernel", dict(BLOCK_V=512, WAYS=4, RED=32, FIRST=False, LOCAL_ACC=1), TOPK, 4),
+    ("top_k_top_p_filter", "_split_write_kernel", dict(BLOCK_V=512, WAYS=4, RED=32), TOPK, 4),
     ("moe_align_block_size", "_moe_align_block_size_count_kernel", dict(K=8, CHUNK=256, NUM_BINS=128), IDS, 4),
     ("moe_align_block_size", "_moe_align_block_size_kernel",
      dict(K=8, CHUNK=256, NUM_BINS=128, BLOCK=32, ONE_CHUNK=False, COUNT_ROWS=64, EXPERTS=16, EXPERT_TILE=16,
@@ -82,6 +98,8 @@ def test_the_switch_changes_nothing_on_the_cpu(op):
 GPU_DIMS = {"rms_norm": [{"T": 1, "H": 512}, {"T": 256, "H": 1536}, {"T": 4096, "H": 8192}],
             "silu_and_mul": [{"T": 16, "I": 256}, {"T": 64, "I": 3584}, {"T": 4096, "I": 3584}],
             "rms_norm_quant_fp8": [{"T": 16, "H": 8192}, {"T": 4096, "H": 8192}],
+            "softmax": [{"T": 64, "V": 151936}, {"T": 256, "V": 129280}, {"T": 2, "V": 1000}],
+            "top_k_top_p_filter": [{"B": 2, "V": 151936}, {"B": 64, "V": 129280}, {"B": 3, "V": 2000}],
             "causal_conv1d_update": [{"B": 16, "D": 4096, "W": 4}, {"B": 256, "D": 4096, "W": 4},
                                      {"B": 3, "D": 100, "W": 3}],
             "moe_align_block_size": [{"T": 16, "k": 8, "E": 128, "block": 16}, {"T": 256, "k": 8, "E": 128, "block": 32},

@@ -1,5 +1,5 @@
 # Session 21's batch (written without a GPU, 2026-12-04): time what sessions 20-21 committed untimed, one step
-# each, about 20 minutes in all (three calls: start it as batch/README.md says, then poll with collect.sh).
+# each, about 22 minutes in all (three calls: start it as batch/README.md says, then poll with collect.sh).
 #   checks    the GPU tests of the new switches (fused_moe's atomic ranks, top_k_top_p_filter's radix select, PDL)
 #   moe       fused_moe's seed and variants beside each other (align_atomic among them), every hot shape
 #   topk      top_k_top_p_filter's variants (topk_radix among them), every hot shape
@@ -9,7 +9,7 @@
 #   decode9   rms_norm and silu_and_mul beside torch.compile and Liger in 9 interleaved rounds: the paired-rounds
 #             interval without its two extremes (96%), for the 1.02x / 1.0x targets 5 rounds left undecided (their
 #             variants include `pdl`)
-#   pdl_ops   the variants (`pdl` among them) of the three issue-15 decode operators that have the PDL switch
+#   pdl_ops   the variants (`pdl` among them) of the four issue-15 operators that have the PDL switch (topk: its own)
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
@@ -24,6 +24,6 @@ step copies 90 python3 -m agent.studies.copy_floor --out /tmp/res/copies/copy_fl
   --ops fused_add_rms_norm,rotary_embedding,qk_rms_norm,per_token_quant_fp8,per_token_group_quant_fp8,rms_norm_quant_fp8,moe_topk_softmax,moe_align_block_size,moe_sum_reduce,reshape_and_cache,l2_norm,gated_rms_norm,layer_norm,softmax,causal_conv1d_update,top_k_top_p_filter
 PYTHONPATH=/tmp/site:$PWD step decode9 300 python3 agent/studies/measure_baselines.py --ops rms_norm,silu_and_mul \
   --rounds 9 --max-minutes 4 --out /tmp/res/decode9/out/h200.md
-step pdl_ops 330 env OUT=/tmp/res/pdl_ops/out OP_TIMEOUT_S=110 bash agent/studies/batch/new_ops_per_op.sh \
-  rms_norm_quant_fp8,causal_conv1d_update,moe_align_block_size --variants
+step pdl_ops 450 env OUT=/tmp/res/pdl_ops/out OP_TIMEOUT_S=110 bash agent/studies/batch/new_ops_per_op.sh \
+  rms_norm_quant_fp8,causal_conv1d_update,moe_align_block_size,softmax --variants
 touch /tmp/res/all.done

@@ -72,17 +72,25 @@ CONFIGS = {
     "ONE_READ_MIN_BLOCK": 2048,
     "ONE_READ_WARPS": 8,
     "ONE_READ_MAX_SPINS": 1 << 22,
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
+    # the one before it in the stream finishes (pass 2 while pass 1 drains), waits for it (gdc_wait) before its
+    # first load and lets the next one start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
 SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1], "GROUP": [1, 4, 8], "STORE_CS": [0, 1],
                 "STAGES": [1, 2, 3],
                 "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20],
                 "ONE_READ": [0, 1], "ONE_READ_MIN_BYTES": [0, 24 << 20, 48 << 20],
-                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16]}
+                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16], "PDL": [0, 1]}
 
 
 @triton.jit
 def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_V: tl.constexpr,
-                             EVICT_LAST: tl.constexpr, GROUP: tl.constexpr, STAGES: tl.constexpr):
+                             EVICT_LAST: tl.constexpr, GROUP: tl.constexpr, STAGES: tl.constexpr,
+                             USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     start = split * CHUNK
@@ -119,7 +127,10 @@ def _softmax_partials_kernel(x_ptr, part_ptr, V, stride_x, CHUNK, SPLITS, BLOCK_
 @triton.jit
 def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHUNK, SPLITS,
                               BLOCK_V: tl.constexpr, BLOCK_S: tl.constexpr, REVERSE: tl.constexpr,
-                              STORE_CS: tl.constexpr, STAGES: tl.constexpr):
+                              STORE_CS: tl.constexpr, STAGES: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     if REVERSE:     # the programs pass 1 ran last first: their tiles are the ones still in L2
         row = (tl.num_programs(0) - 1 - tl.program_id(0)).to(tl.int64)
         split = tl.num_programs(1) - 1 - tl.program_id(1)
@@ -148,9 +159,12 @@ def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHU
 
 @triton.jit
 def _softmax_one_read_kernel(x_ptr, ws_ptr, y_ptr, V, stride_x, stride_y, SPLITS, max_spins,
-                             BLOCK: tl.constexpr, BLOCK_S: tl.constexpr):
+                             BLOCK: tl.constexpr, BLOCK_S: tl.constexpr, USE_PDL: tl.constexpr = False):
     # ws[0]: the ticket counter (from -1); ws[1 + row * SPLITS + chunk]: the chunk's packed (max, sum), -1
     # until published
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     ticket = tl.atomic_add(ws_ptr, 1) + 1
     row = (ticket // SPLITS).to(tl.int64)
     chunk = ticket % SPLITS
@@ -211,13 +225,20 @@ def _softmax_rows(x, y, part, block_v: int) -> None:
     chunk, splits = _split(T, V, block_v)
     part = part[:T * splits * 2]
     grid = (T, splits)
+    pdl = _pdl(x)
     _softmax_partials_kernel[grid](x, part, V, x.stride(0), chunk, splits, BLOCK_V=block_v,
                                    EVICT_LAST=CONFIGS["PASS1_EVICT_LAST"], GROUP=CONFIGS["GROUP"],
-                                   STAGES=CONFIGS["STAGES"], num_warps=CONFIGS["num_warps"])
+                                   STAGES=CONFIGS["STAGES"], USE_PDL=pdl, launch_pdl=pdl,
+                                   num_warps=CONFIGS["num_warps"])
     _softmax_normalize_kernel[grid](x, part, y, V, x.stride(0), y.stride(0), chunk, splits, BLOCK_V=block_v,
                                     BLOCK_S=triton.next_power_of_2(splits), REVERSE=CONFIGS["REVERSE"],
-                                    STORE_CS=CONFIGS["STORE_CS"], STAGES=CONFIGS["STAGES"],
-                                    num_warps=CONFIGS["num_warps"])
+                                    STORE_CS=CONFIGS["STORE_CS"], STAGES=CONFIGS["STAGES"], USE_PDL=pdl,
+                                    launch_pdl=pdl, num_warps=CONFIGS["num_warps"])
+
+
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _one_read_block(T: int, V: int) -> int:
@@ -245,9 +266,10 @@ def _softmax_one_read(x, y, block: int) -> None:
     T, V = x.shape
     splits = triton.cdiv(V, block)
     ws = torch.full((1 + T * splits,), -1, dtype=torch.int64, device=x.device)
+    pdl = _pdl(x)
     _softmax_one_read_kernel[(T * splits,)](x, ws, y, V, x.stride(0), y.stride(0), splits,
                                              CONFIGS["ONE_READ_MAX_SPINS"], BLOCK=block,
-                                             BLOCK_S=triton.next_power_of_2(splits),
+                                             BLOCK_S=triton.next_power_of_2(splits), USE_PDL=pdl, launch_pdl=pdl,
                                              num_warps=CONFIGS["ONE_READ_WARPS"])
 
 

@@ -83,8 +83,13 @@ CONFIGS = {
     # TOPK_RADIX (the docstring): the split path's top-k by radix select, 4 launches. 0: the WAYS-way search, as
     # timed on the H200; 1 not yet timed there (the variant `topk_radix`).
     "TOPK_RADIX": 0,
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each pass may start while
+    # the one before it drains, waits for it (gdc_wait) before its first load and lets the next one start at once
+    # (gdc_launch_dependents): at B = 2 a pass is about one launch (17 of them in 67 us). Not yet timed (the
+    # variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1]}
+SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -103,7 +108,10 @@ def _float_to_key(x):
 
 @triton.jit
 def _top_k_top_p_filter_kernel(x_ptr, k_ptr, p_ptr, y_ptr, V, stride_x, stride_y, BLOCK_V: tl.constexpr,
-                               WAYS: tl.constexpr, PASSES: tl.constexpr):
+                               WAYS: tl.constexpr, PASSES: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK_V)
     ways = tl.arange(0, WAYS).to(tl.int64)
@@ -247,10 +255,13 @@ def _radix_step(prefix, rank, hist, BINS: tl.constexpr):
 @triton.jit
 def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_out, st_in, st_out,
                              BLOCK_V: tl.constexpr, BINS: tl.constexpr, RED: tl.constexpr, SHIFT: tl.constexpr,
-                             FIRST: tl.constexpr):
+                             FIRST: tl.constexpr, USE_PDL: tl.constexpr = False):
     """TOPK_RADIX: the histogram of key byte SHIFT / 8 over chunk c of row b, counting only the keys whose bits
     above it are the prefix chosen so far (the first pass: every key, and it keeps the chunk's max). Keys are
     the order-preserving int32 keys with the sign bit flipped, so they order as unsigned integers."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
     cols = tl.arange(0, BLOCK_V)
@@ -293,9 +304,12 @@ def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_o
 @triton.jit
 def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out, st_in, st_out,
                        BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr, FIRST: tl.constexpr,
-                       LOCAL_ACC: tl.constexpr):
+                       LOCAL_ACC: tl.constexpr, USE_PDL: tl.constexpr = False):
     """One top-k pass over chunk c of row b: apply the previous pass's summed counts, count this pass's
     candidates in the chunk (the first pass starts from the whole float range and keeps the chunk's max)."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
     cols = tl.arange(0, BLOCK_V)
@@ -339,10 +353,13 @@ def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out
 def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, cnt_in, acc_in, acc_out,
                        st_in, st_out, BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
                        FIRST: tl.constexpr, LOCAL_ACC: tl.constexpr, RADIX: tl.constexpr = 0,
-                       BINS: tl.constexpr = 256):
+                       BINS: tl.constexpr = 256, USE_PDL: tl.constexpr = False):
     """One top-p pass over chunk c of row b. The first finishes t_k from the last top-k counts (RADIX: the
     last byte's histograms, in cnt_in) and also sums the chunk's part of the normalizer; the others apply the
     previous pass's summed masses."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
     cols = tl.arange(0, BLOCK_V)
@@ -396,8 +413,12 @@ def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, c
 
 @triton.jit
 def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr, acc_in, st_in,
-                        BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr):
+                        BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
+                        USE_PDL: tl.constexpr = False):
     """The last pass: apply the last top-p masses, then write chunk c of row b (x where x >= the threshold)."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     row = tl.program_id(0)
     c = tl.program_id(1)
     cols = tl.arange(0, BLOCK_V)
@@ -461,6 +482,7 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     z = ws[2 * nw + nc:2 * nw + 2 * nc].view(torch.float32)
     st = ws[2 * nw + 2 * nc:].view(2, -1)
     grid = (B, N)
+    pdl = _pdl(logits)
     meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=cfg["SPLIT_num_warps"])
     local = dict(LOCAL_ACC=cfg["LOCAL_ACC"])
     radix = 1 if cfg["TOPK_RADIX"] else 0
@@ -471,20 +493,27 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
         for i, shift in enumerate((24, 16, 8, 0)):
             _split_topk_radix_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
                                            st[(t - 1) % 2], st[t % 2], BLOCK_V=block, BINS=_RADIX_BINS, RED=_RED,
-                                           SHIFT=shift, FIRST=i == 0, num_warps=cfg["SPLIT_num_warps"])
+                                           SHIFT=shift, FIRST=i == 0, USE_PDL=pdl, launch_pdl=pdl,
+                                           num_warps=cfg["SPLIT_num_warps"])
             t += 1
     else:
         for i in range(passes):
             _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
-                                     st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta, **local)
+                                     st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta, **local, USE_PDL=pdl,
+                                     launch_pdl=pdl)
             t += 1
     for i in range(passes):
         _split_topp_kernel[grid](logits, k, p, V, logits.stride(0), CH, N, mx, z, cnt[(t - 1) % 2],
                                  acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta,
-                                 **local, RADIX=radix if i == 0 else 0, BINS=_RADIX_BINS)
+                                 **local, RADIX=radix if i == 0 else 0, BINS=_RADIX_BINS, USE_PDL=pdl, launch_pdl=pdl)
         t += 1
     _split_write_kernel[grid](logits, p, y, V, logits.stride(0), y.stride(0), CH, N, z, acc[(t - 1) % 2],
-                              st[(t - 1) % 2], **meta)
+                              st[(t - 1) % 2], **meta, USE_PDL=pdl, launch_pdl=pdl)
+
+
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _passes(ways: int) -> int:
@@ -510,7 +539,8 @@ def top_k_top_p_filter(logits, k, p):
         _split_filter(logits, k, p, y, *split)
         return y
     ways = CONFIGS["WAYS"]
+    pdl = _pdl(logits)
     _top_k_top_p_filter_kernel[(B,)](logits, k, p, y, V, logits.stride(0), y.stride(0),
-                                     BLOCK_V=CONFIGS["BLOCK_V"], WAYS=ways, PASSES=_passes(ways),
-                                     num_warps=CONFIGS["num_warps"])
+                                     BLOCK_V=CONFIGS["BLOCK_V"], WAYS=ways, PASSES=_passes(ways), USE_PDL=pdl,
+                                     launch_pdl=pdl, num_warps=CONFIGS["num_warps"])
     return y
