@@ -87,6 +87,19 @@ def floor_call(inputs: dict) -> None:
     _floor_kernel[(1,)](inputs["src"], inputs["dst"], num_warps=1)
 
 
+@triton.jit
+def _floor_pdl_kernel(src_ptr, dst_ptr):
+    # The floor kernel under programmatic dependent launch: it may start while the kernel ahead of it drains and
+    # waits for it before its load (sandbox/POLICY.md 7a).
+    tl.extra.cuda.gdc_wait()
+    tl.store(dst_ptr, tl.load(src_ptr))
+
+
+def floor_call_pdl(inputs: dict) -> None:
+    """floor_call launched with launch_pdl (compute capability 9+): the least a PDL kernel can take here."""
+    _floor_pdl_kernel[(1,)](inputs["src"], inputs["dst"], num_warps=1, launch_pdl=True)
+
+
 def floor_input_sets(n_sets: int = 4, device: str = "cuda") -> list[dict]:
     import torch
     return [{"src": torch.rand(1, device=device) + 1.0, "dst": torch.empty(1, device=device)} for _ in range(n_sets)]
@@ -308,9 +321,12 @@ def eager_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
     return [t - overhead for t in raw]
 
 
-def measure_floor_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES) -> float:
-    """T_floor in seconds: the floor kernel timed exactly as a candidate is (graph replay, L2 cold, median)."""
+def measure_floor_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES, pdl: bool = False) -> float:
+    """T_floor in seconds: the floor kernel timed exactly as a candidate is (graph replay, L2 cold, median).
+    pdl: the same kernel launched with programmatic dependent launch (floor_call_pdl), which the score does not
+    use (yet): a study reports it beside the floor, to tell whether PDL kernels can beat the floor."""
+    call = floor_call_pdl if pdl else floor_call
     sets = floor_input_sets()
     flush = make_flush_buffer(flush_bytes)
-    warm_up(floor_call, sets, 5)
-    return median(graph_samples(floor_call, sets, reps=reps, flush=flush))
+    warm_up(call, sets, 5)
+    return median(graph_samples(call, sets, reps=reps, flush=flush))

@@ -13,6 +13,9 @@ longer than 1.5x the floor cannot meet that bound with any kernel that reads its
 Issue 15 asks a median attainment of 0.6 (T_ref = max(T_roof, floor), over the time). Each row also says the
 attainment a kernel would have if it took only the copy's time (`attain_at_copy`): where that is below a target,
 no kernel that moves the shape's bytes reaches it either (the copy moves them with nothing on its chain).
+It also times the floor kernel under programmatic dependent launch (`floor_pdl_us`): the seeds' PDL switch lets
+a kernel start while the one ahead of it drains, so it could take less than the floor the score divides by, and
+the floor would then no longer be the least a kernel can take here.
 """
 from __future__ import annotations
 
@@ -69,6 +72,16 @@ def time_copies(rows: list[dict]) -> float:
     return floor_us
 
 
+def pdl_floor() -> float | str:
+    """The floor kernel under programmatic dependent launch (Hopper and later), in us, or why it was not timed:
+    whether a PDL kernel can take less than the floor the score divides by."""
+    from benchmarks.gpu_timer import measure_floor_s
+    try:
+        return measure_floor_s(pdl=True) * 1e6
+    except Exception as exc:  # noqa: BLE001 - a GPU or triton without PDL: the study still times its copies
+        return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
@@ -79,17 +92,22 @@ def main(argv: list[str] | None = None) -> int:
     rows = plan([o for o in args.ops.split(",") if o], args.max_t)
     if not rows:
         raise SystemExit(f"no hot shape of {args.ops} has T <= {args.max_t}")
-    floor_us = None
+    floor_us = floor_pdl = None
     if not args.dry_run:
         floor_us = time_copies(rows)
+        floor_pdl = pdl_floor()
         for row in rows:
             row["copy_over_floor"] = row["copy_us"] / floor_us
             row["copy_within_bound"] = row["copy_us"] <= BOUND * floor_us
             row["attain_at_copy"] = attainment_at(row["copy_us"], row["t_roof_us"], floor_us)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"floor_us": floor_us, "bound": BOUND, "rows": rows}, indent=1))
+    args.out.write_text(json.dumps({"floor_us": floor_us, "floor_pdl_us": floor_pdl, "bound": BOUND, "rows": rows},
+                                   indent=1))
     print(f"latency floor {floor_us:.2f} us, bound {BOUND}x = {BOUND * floor_us:.2f} us" if floor_us else
           "dry run: nothing timed")
+    if floor_pdl is not None:
+        print("the floor kernel under programmatic dependent launch: " +
+              (f"{floor_pdl:.2f} us" if isinstance(floor_pdl, float) else f"not timed ({floor_pdl})"))
     for row in rows:
         timed = (f" copy {row['copy_us']:.2f} us = {row['copy_over_floor']:.2f}x floor "
                  f"({'within' if row['copy_within_bound'] else 'beyond'} {BOUND}x), attainment at the copy's time "

@@ -20,7 +20,7 @@ def test_the_plan_is_the_decode_hot_shapes_with_the_work_models_bytes(tmp_path):
     for r in data["rows"]:
         assert r["bytes"] == pytest.approx(spec.work(hot[r["shape"]])[1])
         assert 0 < r["t_roof_us"] < 1.0                 # decode sizes: well under a microsecond of traffic
-    assert data["floor_us"] is None and "copy_us" not in data["rows"][0]
+    assert data["floor_us"] is None and data["floor_pdl_us"] is None and "copy_us" not in data["rows"][0]
 
 
 def test_no_shape_below_the_bound_is_an_error_that_says_so(tmp_path):
