@@ -138,6 +138,15 @@ PAIRED_CONFIDENCE = 0.9
 RATIO_BARS = {"rms_norm": 1.02, "silu_and_mul": 1.0}        # the per-shape ratio targets of issue 12
 
 
+def ratio_bar(op: str, dims: dict) -> float | None:
+    """Issue 12's ratio target of one shape (best baseline's time over ours), or None where it sets none: gemm
+    >= 1.05x cuBLAS at M <= 64 and >= 1.0x at M >= 256."""
+    if op == "gemm":
+        m = dims.get("M", 0)
+        return 1.05 if m <= 64 else 1.0 if m >= 256 else None
+    return RATIO_BARS.get(op)
+
+
 def median_interval(values: list[float], confidence: float = PAIRED_CONFIDENCE) -> tuple[float, float, float] | None:
     """(lo, hi, coverage): the widest-inward order statistics [v_(i), v_(n+1-i)] that hold the median of the
     values' distribution with at least `confidence` (the sign test's interval: no assumption on the shape of
@@ -169,43 +178,44 @@ def paired_ratios(impls: dict[str, dict]) -> tuple[str | None, list[float] | Non
     return name, [tb / ts for ts, tb in zip(a, b)]
 
 
-def paired_verdicts(op: str, shapes: dict[str, dict[str, dict]]) -> tuple[float, dict[str, tuple[str, str]]] | None:
-    """(bar, shape -> (verdict, detail)) for an operator with a per-shape ratio target: `met` when the interval's
-    low end is at or above the bar, `missed` when its high end is below it, `undecided` when it holds the bar,
-    `one timing` when the shape has no rounds (its seed took longer than --rounds-max-us)."""
-    bar = RATIO_BARS.get(op)
-    if bar is None:
-        return None
+def paired_verdicts(op: str, shapes: dict[str, dict[str, dict]]) -> dict[str, tuple[float, str, str]] | None:
+    """shape -> (bar, verdict, detail) for the shapes with a ratio target (ratio_bar): `met` when the interval's low
+    end is at or above the bar, `missed` when its high end is below it, `undecided` when it holds the bar, `one
+    timing` when the shape has no rounds (its seed took longer than --rounds-max-us); None when there is none."""
     out = {}
     for sid, impls in shapes.items():
+        bar = ratio_bar(op, next(iter(impls.values()))["dims"])
+        if bar is None:
+            continue
         name, rs = paired_ratios(impls)
         if rs is None:
-            out[sid] = ("undecided", "rounds dropped on one side: not paired")
+            out[sid] = (bar, "undecided", "rounds dropped on one side: not paired")
             continue
         ci = median_interval(rs) if rs else None
         if ci is None:
-            out[sid] = ("undecided", f"{len(rs)} rounds: too few for the interval") if rs else ("one timing",
-                                                                                               "no rounds")
+            out[sid] = (bar, "undecided", f"{len(rs)} rounds: too few for the interval") if rs else (
+                bar, "one timing", "no rounds")
             continue
         lo, hi, cov = ci
         verdict = "met" if lo >= bar else "missed" if hi < bar else "undecided"
-        out[sid] = (verdict, f"{name}: median {statistics.median(rs):.3f}x, [{lo:.3f}, {hi:.3f}] at {cov:.0%}, "
-                             f"{len(rs)} rounds")
-    return bar, out
+        out[sid] = (bar, verdict, f"{name}: median {statistics.median(rs):.3f}x, [{lo:.3f}, {hi:.3f}] at {cov:.0%}, "
+                                  f"{len(rs)} rounds")
+    return out or None
 
 
 def paired_lines(op: str, shapes: dict[str, dict[str, dict]]) -> list[str]:
-    got = paired_verdicts(op, shapes)
-    if got is None or all(v == "one timing" for v, _ in got[1].values()):
+    per = paired_verdicts(op, shapes)
+    if per is None or all(v == "one timing" for _, v, _ in per.values()):
         return []
-    bar, per = got
-    counts = {k: [s for s, (v, _) in per.items() if v == k] for k in ("met", "missed", "undecided", "one timing")}
+    counts = {k: [s for s, (_, v, _) in per.items() if v == k] for k in ("met", "missed", "undecided", "one timing")}
     overall = "missed" if counts["missed"] else "undecided" if counts["undecided"] else "met"
-    lines = [f"- the {bar:g}x target from paired rounds (each round's best-baseline time over the seed's, in the same "
+    bars = "/".join(f"{b:g}x" for b in sorted({b for b, _, _ in per.values()}))
+    lines = [f"- the {bars} target from paired rounds (each round's best-baseline time over the seed's, in the same "
              f"round; a sign-test interval of the median ratio at >= {PAIRED_CONFIDENCE:.0%}; shapes with one timing "
              f"are judged by it in the line above): **{overall}** on the shapes with rounds: "
              + "; ".join(f"{k} on {len(v)}" for k, v in counts.items() if v)]
-    lines += [f"  - {sid}: {v} ({d})" for sid, (v, d) in per.items()]
+    lines += [f"  - {sid}: {v}" + (f" at {b:g}x" if len(bars.split('/')) > 1 else "") + f" ({d})"
+              for sid, (b, v, d) in per.items()]
     return lines
 
 

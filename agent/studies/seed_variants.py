@@ -169,6 +169,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
                                 gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
         ("align_atomic", {"align_rank": 1}),        # routing by atomic ranks: 2 launches above 1024 pairs, no sort
         ("align_atomic_2048", {"align_rank": 1, "align_single_program_max_pairs": 2048}),   # T256-k8: one launch
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     "gemm": [
         ("tma", _buckets(0, 1 << 62, TMA=1)),
@@ -181,6 +182,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("splitk4", _buckets(*_DECODE, SPLIT_K=4)),
         ("splitk4_tma", _buckets(*_DECODE, SPLIT_K=4, TMA=1)),
         ("decode_bn32", _both(_buckets(*_DECODE, BLOCK_N=32), _buckets(*_DECODE, num_stages=5))),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     "rms_norm": [("persistent", {**_every("by_block_h", PERSISTENT=1), **_every("decode_by_block_h", PERSISTENT=1)})] + [
         (f"persistent_s{s}_p{p}", {**_every("by_block_h", PERSISTENT=1, LOOP_STAGES=s, PROGRAMS_PER_SM=p),

@@ -155,12 +155,26 @@ def test_paired_rounds_decide_a_ratio_target_per_shape_or_say_they_cannot():
             _rounds("C", "seed", "seed", ahead), _rounds("C", "compile", "baseline", [t * 0.95 for t in ahead]),
             _rounds("D", "seed", "seed", []), _rounds("D", "compile", "baseline", []),
             _rounds("E", "seed", "seed", ahead), _rounds("E", "compile", "baseline", ahead[:4])]
-    bar, per = br.paired_verdicts("silu_and_mul", br.by_shape(recs, "silu_and_mul"))
-    assert bar == 1.0
-    assert {s: v for s, (v, _) in per.items()} == {"A": "met", "B": "undecided", "C": "missed", "D": "one timing",
-                                                   "E": "undecided"}
-    assert "compile: median 1.060x, [1.060, 1.060] at 94%, 5 rounds" == per["A"][1]     # the best baseline, paired
-    assert "not paired" in per["E"][1]
+    per = br.paired_verdicts("silu_and_mul", br.by_shape(recs, "silu_and_mul"))
+    assert {s: b for s, (b, _, _) in per.items()} == dict.fromkeys("ABCDE", 1.0)
+    assert {s: v for s, (_, v, _) in per.items()} == {"A": "met", "B": "undecided", "C": "missed", "D": "one timing",
+                                                      "E": "undecided"}
+    assert "compile: median 1.060x, [1.060, 1.060] at 94%, 5 rounds" == per["A"][2]     # the best baseline, paired
+    assert "not paired" in per["E"][2]
     lines = br.paired_lines("silu_and_mul", br.by_shape(recs, "silu_and_mul"))
     assert "**missed**" in lines[0] and "met on 1; missed on 1; undecided on 2; one timing on 1" in lines[0]
-    assert br.paired_verdicts("gemm", br.by_shape(recs, "silu_and_mul")) is None        # no per-shape ratio bar
+    assert br.paired_verdicts("fused_moe", br.by_shape(recs, "silu_and_mul")) is None   # no per-shape ratio bar
+
+
+def test_gemms_bars_depend_on_m_and_shapes_between_have_none():
+    assert [br.ratio_bar("gemm", {"M": m}) for m in (1, 64, 128, 256, 8192)] == [1.05, 1.05, None, 1.0, 1.0]
+    rounds = [40.0, 41.0, 39.0, 40.0, 40.5]
+    recs = []
+    for m, factor in ((64, 0.95), (128, 1.0), (256, 1.02)):
+        for impl, kind, f in (("seed", "seed", 1.0), ("cublas", "baseline", factor)):
+            rec = _rounds(f"M{m}", impl, kind, [t * f for t in rounds], {"M": m, "N": 7168, "K": 8192})
+            recs.append({**rec, "op": "gemm"})
+    per = br.paired_verdicts("gemm", br.by_shape(recs, "gemm"))
+    assert {s: (b, v) for s, (b, v, _) in per.items()} == {"M64": (1.05, "missed"), "M256": (1.0, "met")}
+    lines = br.paired_lines("gemm", br.by_shape(recs, "gemm"))
+    assert "the 1x/1.05x target" in lines[0] and "M64: missed at 1.05x" in lines[1]

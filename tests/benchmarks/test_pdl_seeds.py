@@ -20,7 +20,16 @@ TOPK = {"x_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "y_ptr": "*fp32", "
         "cnt_in": "*i32", "cnt_out": "*i32", "h_in": "*i32", "h_out": "*i32", "acc_in": "*fp32", "acc_out": "*fp32",
         "st_in": "*i32", "st_out": "*i32"}
 
-# (operator, kernel, constexprs, pointer types, warps): each kernel a PDL seed launches, at a decode configuration
+MOE = {"hidden_ptr": "*bf16", "w1_ptr": "*bf16", "inter_ptr": "*bf16", "w2_ptr": "*bf16", "partial_ptr": "*bf16",
+       "out_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
+       "num_padded_ptr": "*i32", "topk_ids_ptr": "*i32", "chunk_counts_ptr": "*i32", "chunk_base_ptr": "*i32",
+       "cursor_ptr": "*i32"}
+MOE_GEMM = dict(TOPK=8, BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=16, EVEN_K=True, DOT_PRECISION="tf32", W_TMA=0)
+MOE_LAYOUT = dict(BLOCK_M=16, PAD_TILE=16, MAP_TILE=32)
+
+GEMM = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "ws_ptr": "*fp32", "flag_ptr": "*i32"}
+
+# (operator, kernel, constexprs, pointer types, warps or (warps, stages)): each kernel a PDL seed launches, at a decode configuration
 KERNELS = [
     ("rms_norm", "_rms_norm_kernel", dict(stride_x_col=1, stride_w=1, ROWS=1, BLOCK_H=512, NUM_CHUNKS=1, PERSISTENT=0,
                                           LOOP_STAGES=1, EVEN=1), BF16_PTRS, 1),
@@ -46,12 +55,35 @@ KERNELS = [
      TOPK, 4),
     ("top_k_top_p_filter", "_split_topp_kernel", dict(BLOCK_V=512, WAYS=4, RED=32, FIRST=False, LOCAL_ACC=1), TOPK, 4),
     ("top_k_top_p_filter", "_split_write_kernel", dict(BLOCK_V=512, WAYS=4, RED=32), TOPK, 4),
+    ("fused_moe", "_fused_moe_align_small_kernel", dict(TOPK=8, CHUNK=512, NUM_BINS=128, ALIGN_RANK=1, **MOE_LAYOUT),
+     MOE, 4),
+    ("fused_moe", "_fused_moe_count_kernel", dict(TOPK=8, CHUNK=1024, NUM_BINS=128), MOE, 4),
+    ("fused_moe", "_fused_moe_offsets_kernel", dict(CHUNKS_P2=2, NUM_BINS=128, **MOE_LAYOUT), MOE, 16),
+    ("fused_moe", "_fused_moe_scatter_kernel", dict(TOPK=8, CHUNK=1024, NUM_BINS=128), MOE, 4),
+    ("fused_moe", "_fused_moe_place_kernel", dict(TOPK=8, CHUNK=256, NUM_BINS=128, TABLE_ROWS=64, **MOE_LAYOUT), MOE,
+     16),
+    ("fused_moe", "_fused_moe_gemm1_kernel", dict(stride_hh=1, stride_wk=1, stride_ii=1, w1_desc=None, **MOE_GEMM),
+     MOE, 4),
+    ("fused_moe", "_fused_moe_gemm2_kernel", dict(stride_ii=1, stride_wk=1, stride_ph=1, stride_rj=1, w2_desc=None,
+                                                  **MOE_GEMM), MOE, 4),
+    ("fused_moe", "_fused_moe_reduce_kernel", dict(stride_ph=1, stride_oh=1, TOPK=8, BLOCK_H=1024), MOE, 4),
+    ("gemm", "_gemm_kernel", dict(stride_ak=1, stride_bk=1, stride_cn=1, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, GROUP_M=1,
+                                  EVEN_K=True, DOT_PRECISION="tf32", SPLIT_K=1, TMA=0, PERSISTENT=0, WARP_SPECIALIZE=0,
+                                  FLATTEN=0, a_desc=None, b_desc=None, c_desc=None), GEMM, (4, 4)),
+    ("gemm", "_gemm_stream_k_kernel", dict(stride_ak=1, stride_bk=1, stride_cn=1, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128,
+                                           EVEN_K=True, DOT_PRECISION="tf32", TMA=0, FIX_ROWS=32, a_desc=None,
+                                           b_desc=None, c_desc=None), GEMM, (4, 4)),
+    ("gemm", "_gemm_splitk_reduce_kernel", dict(SPLIT_K=4, BLOCK=1024), GEMM, 4),
     ("moe_align_block_size", "_moe_align_block_size_count_kernel", dict(K=8, CHUNK=256, NUM_BINS=128), IDS, 4),
     ("moe_align_block_size", "_moe_align_block_size_kernel",
      dict(K=8, CHUNK=256, NUM_BINS=128, BLOCK=32, ONE_CHUNK=False, COUNT_ROWS=64, EXPERTS=16, EXPERT_TILE=16,
           MAP_TILE=4, RANK=1, MATCH_TILE=32, DIRECT=False, FILL=False, FILL_TILE=1024), IDS, 4),
 ]
 OPS = sorted({op for op, *_ in KERNELS})
+# integer arguments built as multiples of 16 (as the operator tests build them; names a kernel lacks are ignored):
+# without the hint fused_moe's GEMM tiles load element by element and spill
+ALIGNED_INTS = ["H", "I", "stride_ht", "stride_we", "stride_wn", "stride_im", "stride_pp", "stride_x_row",
+                "stride_y_row", "stride_q_row", "stride_x", "stride_y", "K", "stride_am", "stride_bn", "stride_cm"]
 
 
 @pytest.mark.slow
@@ -59,8 +91,11 @@ OPS = sorted({op for op, *_ in KERNELS})
 def test_every_pdl_kernel_waits_before_its_first_read_in_the_hopper_build(op):
     spec = load_operator(op)
     rows = [k for k in KERNELS if k[0] == op]
-    compiles = [{"kernel": kernel, "types": types, "constexprs": {**const, "USE_PDL": pdl}, "aligned": list(types),
-                 "num_warps": warps, "num_stages": 1} for _, kernel, const, types, warps in rows for pdl in (True, False)]
+    compiles = [{"kernel": kernel, "types": types, "constexprs": {**const, "USE_PDL": pdl},
+                 "aligned": list(types) + [n for n in ALIGNED_INTS if n not in const],
+                 "num_warps": warps if isinstance(warps, int) else warps[0],
+                 "num_stages": 1 if isinstance(warps, int) else warps[1]}
+                for _, kernel, const, types, warps in rows for pdl in (True, False)]
     results = hopper_compile.compile_for_hopper(spec.seed_path, compiles)
     assert len(results) == len(compiles)
     for c, r in zip(compiles, results):
@@ -100,6 +135,9 @@ GPU_DIMS = {"rms_norm": [{"T": 1, "H": 512}, {"T": 256, "H": 1536}, {"T": 4096, 
             "rms_norm_quant_fp8": [{"T": 16, "H": 8192}, {"T": 4096, "H": 8192}],
             "softmax": [{"T": 64, "V": 151936}, {"T": 256, "V": 129280}, {"T": 2, "V": 1000}],
             "top_k_top_p_filter": [{"B": 2, "V": 151936}, {"B": 64, "V": 129280}, {"B": 3, "V": 2000}],
+            "gemm": [{"M": 64, "N": 7168, "K": 8192}, {"M": 1, "N": 1280, "K": 8192}, {"M": 256, "N": 7168, "K": 8192}],
+            "fused_moe": [{"T": 16, "H": 4096, "I": 192, "E": 128, "k": 8}, {"T": 256, "H": 7168, "I": 256, "E": 256, "k": 8},
+                          {"T": 4097, "H": 2048, "I": 768, "E": 128, "k": 8}],
             "causal_conv1d_update": [{"B": 16, "D": 4096, "W": 4}, {"B": 256, "D": 4096, "W": 4},
                                      {"B": 3, "D": 100, "W": 3}],
             "moe_align_block_size": [{"T": 16, "k": 8, "E": 128, "block": 16}, {"T": 256, "k": 8, "E": 128, "block": 32},

@@ -1,5 +1,5 @@
 # Session 21's batch (written without a GPU, 2026-12-04): time what sessions 20-21 committed untimed, one step
-# each, about 22 minutes in all (three calls: start it as batch/README.md says, then poll with collect.sh).
+# each, about 26 minutes in all (three calls: start it as batch/README.md says, then poll with collect.sh).
 #   checks    the GPU tests of the new switches (fused_moe's atomic ranks, top_k_top_p_filter's radix select, PDL)
 #   moe       fused_moe's seed and variants beside each other (align_atomic among them), every hot shape
 #   topk      top_k_top_p_filter's variants (topk_radix among them), every hot shape
@@ -10,6 +10,8 @@
 #             interval without its two extremes (96%), for the 1.02x / 1.0x targets 5 rounds left undecided (their
 #             variants include `pdl`)
 #   pdl_ops   the variants (`pdl` among them) of the four issue-15 operators that have the PDL switch (topk: its own)
+#   gemm_pdl  gemm's seed and its `pdl` variant beside cuBLAS and torch.compile, 5 rounds up to 60 us (M64 and M256):
+#             the paired-rounds verdict of the 1.05x / 1.0x targets
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
@@ -26,4 +28,6 @@ PYTHONPATH=/tmp/site:$PWD step decode9 300 python3 agent/studies/measure_baselin
   --rounds 9 --max-minutes 4 --out /tmp/res/decode9/out/h200.md
 step pdl_ops 450 env OUT=/tmp/res/pdl_ops/out OP_TIMEOUT_S=110 bash agent/studies/batch/new_ops_per_op.sh \
   rms_norm_quant_fp8,causal_conv1d_update,moe_align_block_size,softmax --variants
+PYTHONPATH=/tmp/site:$PWD step gemm_pdl 300 python3 agent/studies/measure_baselines.py --ops gemm \
+  --only seed:pdl,cublas,compile --rounds 5 --rounds-max-us 60 --max-minutes 4 --out /tmp/res/gemm_pdl/out/h200.md
 touch /tmp/res/all.done

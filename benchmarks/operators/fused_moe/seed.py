@@ -76,10 +76,14 @@ CONFIGS = {
     # program runs it)
     "align_place_warps": 16,
     "reduce": dict(BLOCK_H=1024, num_warps=4),
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each of the call's five or
+    # six kernels may start while the one before it drains, waits for it (gdc_wait) before its first load and lets
+    # the next one start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
 # W_TMA=1: both grouped GEMMs load expert weight tiles through TMA descriptors (the gathered hidden rows
 # and the inter rows stay pointer loads); 0: pointer loads, the earlier seed. Not yet timed on the H200.
-SEARCH_SPACE = {"W_TMA": [0, 1], "align_rank": [0, 1]}
+SEARCH_SPACE = {"W_TMA": [0, 1], "align_rank": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -149,8 +153,11 @@ def _fused_moe_align_small_kernel(topk_ids_ptr, stride_t, stride_j, sorted_ids_p
                                   num_padded_ptr, cursor_ptr, num_pairs, E,
                                   TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
                                   BLOCK_M: tl.constexpr, PAD_TILE: tl.constexpr, MAP_TILE: tl.constexpr,
-                                  ALIGN_RANK: tl.constexpr):
+                                  ALIGN_RANK: tl.constexpr, USE_PDL: tl.constexpr = False):
     """All pairs in one program: counts, padded offsets, scatter and layout in a single launch."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     valid, ids = _fused_moe_load_ids(topk_ids_ptr, stride_t, stride_j, 0, num_pairs, TOPK, CHUNK)
     counts = _fused_moe_count(ids, valid, NUM_BINS)
     padded = (counts + BLOCK_M - 1) // BLOCK_M * BLOCK_M
@@ -165,7 +172,11 @@ def _fused_moe_align_small_kernel(topk_ids_ptr, stride_t, stride_j, sorted_ids_p
 
 @triton.jit
 def _fused_moe_count_kernel(topk_ids_ptr, stride_t, stride_j, chunk_counts_ptr, num_pairs,
-                            TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr):
+                            TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
+                            USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     c = tl.program_id(0)
     valid, ids = _fused_moe_load_ids(topk_ids_ptr, stride_t, stride_j, c * CHUNK, num_pairs, TOPK, CHUNK)
     counts = _fused_moe_count(ids, valid, NUM_BINS)
@@ -176,8 +187,11 @@ def _fused_moe_count_kernel(topk_ids_ptr, stride_t, stride_j, chunk_counts_ptr, 
 def _fused_moe_offsets_kernel(chunk_counts_ptr, chunk_base_ptr, sorted_ids_ptr, block_expert_ptr,
                               num_padded_ptr, num_chunks, num_pairs,
                               CHUNKS_P2: tl.constexpr, NUM_BINS: tl.constexpr, BLOCK_M: tl.constexpr,
-                              PAD_TILE: tl.constexpr, MAP_TILE: tl.constexpr):
+                              PAD_TILE: tl.constexpr, MAP_TILE: tl.constexpr, USE_PDL: tl.constexpr = False):
     """One program: per-expert totals, padded expert starts and every chunk's first slot per expert."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     chunk = tl.arange(0, CHUNKS_P2)[:, None]
     offs = chunk * NUM_BINS + tl.arange(0, NUM_BINS)[None, :]
     per_chunk = tl.load(chunk_counts_ptr + offs, mask=chunk < num_chunks, other=0)
@@ -193,7 +207,11 @@ def _fused_moe_offsets_kernel(chunk_counts_ptr, chunk_base_ptr, sorted_ids_ptr, 
 @triton.jit
 def _fused_moe_scatter_kernel(topk_ids_ptr, stride_t, stride_j, chunk_counts_ptr, chunk_base_ptr,
                               sorted_ids_ptr, num_pairs, E,
-                              TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr):
+                              TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
+                            USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     c = tl.program_id(0)
     valid, ids = _fused_moe_load_ids(topk_ids_ptr, stride_t, stride_j, c * CHUNK, num_pairs, TOPK, CHUNK)
     bins = c * NUM_BINS + tl.arange(0, NUM_BINS)
@@ -207,10 +225,13 @@ def _fused_moe_place_kernel(topk_ids_ptr, stride_t, stride_j, chunk_counts_ptr, 
                             block_expert_ptr, num_padded_ptr, num_chunks, num_pairs,
                             TOPK: tl.constexpr, CHUNK: tl.constexpr, NUM_BINS: tl.constexpr,
                             TABLE_ROWS: tl.constexpr, BLOCK_M: tl.constexpr, PAD_TILE: tl.constexpr,
-                            MAP_TILE: tl.constexpr):
+                            MAP_TILE: tl.constexpr, USE_PDL: tl.constexpr = False):
     """ALIGN_RANK=1 above one program, after _fused_moe_count_kernel: chunk c sums the whole count table (every
     expert's total, and its count in the chunks before c) and places its pairs by atomic ranks; chunk 0 also
     writes the padding, the block -> expert map and the padded total."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     c = tl.program_id(0)
     bins = tl.arange(0, NUM_BINS)
     totals = tl.zeros([NUM_BINS], dtype=tl.int32)
@@ -247,7 +268,10 @@ def _fused_moe_gemm1_kernel(hidden_ptr, w1_ptr, w1_desc, inter_ptr, sorted_ids_p
                             stride_ht, stride_hh, stride_we, stride_wn, stride_wk, stride_im, stride_ii,
                             TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
-                            DOT_PRECISION: tl.constexpr, W_TMA: tl.constexpr):
+                            DOT_PRECISION: tl.constexpr, W_TMA: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _fused_moe_block_coords(max_blocks, tl.cdiv(I, BLOCK_N), GROUP_M)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
@@ -299,7 +323,10 @@ def _fused_moe_gemm2_kernel(inter_ptr, w2_ptr, w2_desc, partial_ptr, sorted_ids_
                             stride_rt, stride_rj,
                             TOPK: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr, EVEN_K: tl.constexpr,
-                            DOT_PRECISION: tl.constexpr, W_TMA: tl.constexpr):
+                            DOT_PRECISION: tl.constexpr, W_TMA: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid_m, pid_n = _fused_moe_block_coords(max_blocks, tl.cdiv(H, BLOCK_N), GROUP_M)
     if pid_m * BLOCK_M >= tl.load(num_padded_ptr):
         return
@@ -336,7 +363,10 @@ def _fused_moe_gemm2_kernel(inter_ptr, w2_ptr, w2_desc, partial_ptr, sorted_ids_
 
 @triton.jit
 def _fused_moe_reduce_kernel(partial_ptr, out_ptr, H, stride_pp, stride_ph, stride_ot, stride_oh,
-                             TOPK: tl.constexpr, BLOCK_H: tl.constexpr):
+                             TOPK: tl.constexpr, BLOCK_H: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     t = tl.program_id(0).to(tl.int64)
     offs_h = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask = offs_h < H
@@ -354,8 +384,14 @@ def _pick_config(T: int, E: int, k: int) -> dict:
     return CONFIGS["buckets"][-1][1]
 
 
-def _align(topk_ids, E: int, BLOCK_M: int, max_blocks: int):
-    """Sorted pair indices, the block -> expert map and the padded row count (on the device)."""
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
+def _align(topk_ids, E: int, BLOCK_M: int, max_blocks: int, pdl: bool = False):
+    """Sorted pair indices, the block -> expert map and the padded row count (on the device); pdl: every launch
+    with programmatic dependent launch (CONFIGS["PDL"])."""
     T, k = topk_ids.shape
     num_pairs = T * k
     device = topk_ids.device
@@ -373,7 +409,7 @@ def _align(topk_ids, E: int, BLOCK_M: int, max_blocks: int):
         _fused_moe_align_small_kernel[(1,)](
             topk_ids, *strides, sorted_ids, block_expert, num_padded, cursor, num_pairs, E,
             TOPK=k, CHUNK=max(16, triton.next_power_of_2(num_pairs)), NUM_BINS=num_bins, **layout,
-            ALIGN_RANK=rank, num_warps=warps)
+            ALIGN_RANK=rank, USE_PDL=pdl, launch_pdl=pdl, num_warps=warps)
         return sorted_ids, block_expert, num_padded
     max_chunks = max(1, CONFIGS["align_max_tile"] // num_bins)
     chunk = max(CONFIGS["align_rank_chunk"] if rank else CONFIGS["align_chunk"],
@@ -381,22 +417,23 @@ def _align(topk_ids, E: int, BLOCK_M: int, max_blocks: int):
     num_chunks = triton.cdiv(num_pairs, chunk)
     chunk_counts = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
     _fused_moe_count_kernel[(num_chunks,)](
-        topk_ids, *strides, chunk_counts, num_pairs, TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, num_warps=warps)
+        topk_ids, *strides, chunk_counts, num_pairs, TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, USE_PDL=pdl,
+        launch_pdl=pdl, num_warps=warps)
     if rank:
         cursor = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
         _fused_moe_place_kernel[(num_chunks,)](
             topk_ids, *strides, chunk_counts, cursor, sorted_ids, block_expert, num_padded, num_chunks, num_pairs,
             TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, TABLE_ROWS=max(1, CONFIGS["align_table_tile"] // num_bins),
-            **layout, num_warps=CONFIGS["align_place_warps"])
+            **layout, USE_PDL=pdl, launch_pdl=pdl, num_warps=CONFIGS["align_place_warps"])
         return sorted_ids, block_expert, num_padded
     chunk_base = torch.empty((num_chunks, num_bins), dtype=torch.int32, device=device)
     _fused_moe_offsets_kernel[(1,)](
         chunk_counts, chunk_base, sorted_ids, block_expert, num_padded, num_chunks, num_pairs,
-        CHUNKS_P2=triton.next_power_of_2(num_chunks), NUM_BINS=num_bins, **layout,
+        CHUNKS_P2=triton.next_power_of_2(num_chunks), NUM_BINS=num_bins, **layout, USE_PDL=pdl, launch_pdl=pdl,
         num_warps=CONFIGS["align_offsets_warps"])
     _fused_moe_scatter_kernel[(num_chunks,)](
         topk_ids, *strides, chunk_counts, chunk_base, sorted_ids, num_pairs, E,
-        TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, num_warps=warps)
+        TOPK=k, CHUNK=chunk, NUM_BINS=num_bins, USE_PDL=pdl, launch_pdl=pdl, num_warps=warps)
     return sorted_ids, block_expert, num_padded
 
 
@@ -413,7 +450,8 @@ def fused_moe(hidden, w1, w2, topk_weights, topk_ids):
     num_pairs = T * k
     # Upper bound of padded blocks: only experts that get a pair are padded, each by < BLOCK_M rows.
     max_blocks = triton.cdiv(num_pairs + min(E, num_pairs) * (BLOCK_M - 1), BLOCK_M)
-    sorted_ids, block_expert, num_padded = _align(topk_ids, E, BLOCK_M, max_blocks)
+    pdl = _pdl(hidden)
+    sorted_ids, block_expert, num_padded = _align(topk_ids, E, BLOCK_M, max_blocks, pdl)
     precision = "ieee" if hidden.dtype == torch.float32 else "tf32"   # fp32 means fp32, not TF32
 
     g1 = dict(cfg["gemm1"])
@@ -432,7 +470,7 @@ def fused_moe(hidden, w1, w2, topk_weights, topk_ids):
         inter.stride(0), inter.stride(1),
         TOPK=k, BLOCK_M=BLOCK_M, BLOCK_N=g1["BLOCK_N"], BLOCK_K=g1["BLOCK_K"], GROUP_M=GROUP_M,
         EVEN_K=H % g1["BLOCK_K"] == 0, DOT_PRECISION=precision, W_TMA=1 if w_tma else 0,
-        num_warps=g1["num_warps"], num_stages=g1["num_stages"])
+        USE_PDL=pdl, launch_pdl=pdl, num_warps=g1["num_warps"], num_stages=g1["num_stages"])
 
     out = torch.empty((T, H), dtype=hidden.dtype, device=hidden.device)
     # With one slot per token the pair rows are the token rows: GEMM 2 writes the output directly.
@@ -444,10 +482,10 @@ def fused_moe(hidden, w1, w2, topk_weights, topk_ids):
         partial.stride(0), partial.stride(1), topk_weights.stride(0), topk_weights.stride(1),
         TOPK=k, BLOCK_M=BLOCK_M, BLOCK_N=g2["BLOCK_N"], BLOCK_K=g2["BLOCK_K"], GROUP_M=GROUP_M,
         EVEN_K=I % g2["BLOCK_K"] == 0, DOT_PRECISION=precision, W_TMA=1 if w_tma else 0,
-        num_warps=g2["num_warps"], num_stages=g2["num_stages"])
+        USE_PDL=pdl, launch_pdl=pdl, num_warps=g2["num_warps"], num_stages=g2["num_stages"])
     if k > 1:
         red = CONFIGS["reduce"]
         _fused_moe_reduce_kernel[(T, triton.cdiv(H, red["BLOCK_H"]))](
             partial, out, H, partial.stride(0), partial.stride(1), out.stride(0), out.stride(1),
-            TOPK=k, BLOCK_H=red["BLOCK_H"], num_warps=red["num_warps"])
+            TOPK=k, BLOCK_H=red["BLOCK_H"], USE_PDL=pdl, launch_pdl=pdl, num_warps=red["num_warps"])
     return out

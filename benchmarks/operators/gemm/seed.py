@@ -80,9 +80,13 @@ CONFIGS = {
     "stream_k_min_k": 7168,
     "stream_k_max_tile_share": 0.75,
     "min_block": {"BLOCK_M": 64, "BLOCK_N": 16},
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
+    # the one before it drains, waits for it (gdc_wait) before its first load and lets the next one start at once
+    # (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
 SEARCH_SPACE = {"TMA": [0, 1], "PERSISTENT": [0, 1], "WARP_SPECIALIZE": [0, 1], "FLATTEN": [0, 1],
-                "SPLIT_K": [1, 2, 4, 8], "STREAM_K": [0, 1]}
+                "SPLIT_K": [1, 2, 4, 8], "STREAM_K": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -171,7 +175,10 @@ def _gemm_kernel(a_ptr, b_ptr, c_ptr, a_desc, b_desc, c_desc, ws_ptr, M, N, K,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                  GROUP_M: tl.constexpr, EVEN_K: tl.constexpr, DOT_PRECISION: tl.constexpr,
                  SPLIT_K: tl.constexpr, TMA: tl.constexpr, PERSISTENT: tl.constexpr,
-                 WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr):
+                 WARP_SPECIALIZE: tl.constexpr, FLATTEN: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     if PERSISTENT:
         tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N) * SPLIT_K
         for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN,
@@ -209,7 +216,7 @@ def _gemm_stream_k_kernel(a_ptr, b_ptr, c_ptr, a_desc, b_desc, c_desc, ws_ptr, f
                           stride_am, stride_ak, stride_bn, stride_bk, stride_cm, stride_cn, max_spins,
                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                           EVEN_K: tl.constexpr, DOT_PRECISION: tl.constexpr, TMA: tl.constexpr,
-                          FIX_ROWS: tl.constexpr):
+                          FIX_ROWS: tl.constexpr, USE_PDL: tl.constexpr = False):
     # Programs come in groups of G = the tile rows of c (program p works on tile row p % G), so at any moment
     # a column of b tiles is read by the G programs of a group at about the same K: b comes from DRAM once
     # (with one range over every tile, two programs reached the two 128-row tiles of a column at different K
@@ -220,6 +227,9 @@ def _gemm_stream_k_kernel(a_ptr, b_ptr, c_ptr, a_desc, b_desc, c_desc, ws_ptr, f
     # there. The part holding the last K tile is visited last by its program (a later one of the row than
     # every other holder of the tile, each of which published its part first); it adds the published parts
     # and stores the tile.
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     G = tl.cdiv(M, BLOCK_M)
     R = tl.num_programs(0) // G
@@ -288,7 +298,11 @@ def _gemm_stream_k_kernel(a_ptr, b_ptr, c_ptr, a_desc, b_desc, c_desc, ws_ptr, f
 
 
 @triton.jit
-def _gemm_splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr):
+def _gemm_splitk_reduce_kernel(ws_ptr, c_ptr, MN, SPLIT_K: tl.constexpr, BLOCK: tl.constexpr,
+                               USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     offs = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)).to(tl.int64)
     mask = offs < MN
     acc = tl.zeros((BLOCK,), dtype=tl.float32)
@@ -336,6 +350,11 @@ def _stream_k_config(M: int, N: int, K: int, sm_count: int) -> dict | None:
     return cfg if tiles <= CONFIGS["stream_k_max_tile_share"] * sm_count else None
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _tma_ready(t) -> bool:
     """TMA's rule: 16-byte aligned base and row stride, unit inner stride."""
     size = t.element_size()
@@ -368,12 +387,14 @@ def _gemm_stream_k(a, b, c, cfg) -> None:
     c_desc = TensorDescriptor.from_tensor(c, [bm, bn]) if tma else None
     ws = torch.empty((2 * programs, bm, bn), device=a.device, dtype=torch.float32)     # published parts, fix-up sums
     flags = torch.zeros((programs,), device=a.device, dtype=torch.int32)
+    pdl = _pdl(a)
     _gemm_stream_k_kernel[(programs,)](
         a, b, c, a_desc, b_desc, c_desc, ws, flags, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
         CONFIGS["stream_k_max_spins"], BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
         EVEN_K=K % bk == 0, DOT_PRECISION="ieee" if a.dtype == torch.float32 else "tf32",
-        TMA=1 if tma else 0, FIX_ROWS=min(bm, 32), num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+        TMA=1 if tma else 0, FIX_ROWS=min(bm, 32), USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"],
+        num_stages=cfg["num_stages"])
 
 
 def gemm(a, b):
@@ -399,6 +420,7 @@ def gemm(a, b):
         ws = torch.empty((split, M, N), device=a.device, dtype=torch.float32)
     tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn) * split
     grid = (min(tiles, _sm_count(a)) if cfg["PERSISTENT"] else tiles,)
+    pdl = _pdl(a)
     _gemm_kernel[grid](
         a, b, c, a_desc, b_desc, c_desc, ws, M, N, K,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
@@ -409,10 +431,10 @@ def gemm(a, b):
         SPLIT_K=split, TMA=1 if tma else 0, PERSISTENT=int(bool(cfg["PERSISTENT"])),
         WARP_SPECIALIZE=int(bool(cfg["WARP_SPECIALIZE"]) and bool(cfg["PERSISTENT"])),
         FLATTEN=int(bool(cfg["FLATTEN"]) and bool(cfg["PERSISTENT"])),
-        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+        USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
     )
     if split > 1:
         block = 1024
         _gemm_splitk_reduce_kernel[(triton.cdiv(M * N, block),)](ws, c, M * N, SPLIT_K=split, BLOCK=block,
-                                                                 num_warps=4)
+                                                                 USE_PDL=pdl, launch_pdl=pdl, num_warps=4)
     return c
