@@ -238,6 +238,21 @@ def test_measure_floor_is_a_small_positive_time():
     assert 0.0 < t < 20e-6
 
 
+@pytest.mark.gpu
+def test_the_floor_is_the_lesser_of_the_plain_and_the_pdl_launch():
+    from benchmarks import gpu_timer
+    plain = gpu_timer.measure_floor_s(reps=20, pdl=False)
+    assert 0.0 < plain < 20e-6
+    if not gpu_timer.pdl_available():
+        assert gpu_timer.measure_floor_s(reps=20) > 0.0
+        return
+    pdl = gpu_timer.measure_floor_s(reps=20, pdl=True)
+    assert 0.0 < pdl < 20e-6
+    # timed again, so only the order is asserted: the default picks a floor no larger than both launches' noise
+    both = gpu_timer.measure_floor_s(reps=20)
+    assert both <= 1.2 * max(plain, pdl)
+
+
 def test_refill_inputs_copies_into_the_captured_buffers_and_refuses_what_a_graph_baked_in():
     sets = [{"x": torch.zeros(4), "eps": 1e-6}, {"x": torch.ones(4), "eps": 1e-6}]
     ptrs = [s["x"].data_ptr() for s in sets]
