@@ -220,6 +220,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("no_shift_w16", _every("decode_by_block_h", SHIFT=0)),
         ("no_shift", _layer_norm_before(PRELOAD_WB=1, RSQRT=1)),                      # the seed before 2026-12-03
         ("decode_chan8", {**_every("decode_by_block_h", CHAN=8, SHIFT=0), "decode_small_t": 0}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
     "qk_rms_norm": [
@@ -231,6 +232,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("fused_t1_w2", {**_every("by_block_d", FUSED=1, TOKENS=1, num_warps=2),
                          **_every("prefill_by_block_d", FUSED=1, TOKENS=2, num_warps=2)}),
         ("preload", {**_every("by_block_d", PRELOAD_W=1), **_every("prefill_by_block_d", PRELOAD_W=1)}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # ties with Liger (0.98-1.01) at H = 7168/8192 (BLOCK_H 8192): the weight loaded before x and residual
     "fused_add_rms_norm": [
@@ -240,6 +242,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("preload_w8", {**_every("by_block_h", PRELOAD_W=1), **_every("decode_by_block_h", PRELOAD_W=1),
                         "by_block_h.8192.num_warps": 8, "decode_by_block_h.8192.num_warps": 8}),
         ("decode_plain", {**_every("decode_by_block_h", PRELOAD_W=0), "decode_by_block_h.8192.num_warps": 16}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # ONE_READ (x read once, a chunk a program held in registers across the row's wait) against the two passes
     # (6 bytes an element for bf16 x against 8), above ONE_READ_MIN_BYTES (48 MB: T = 256) or everywhere; its chunk
@@ -263,6 +266,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("big_g16_w8", {f"by_pairs.{1 << 40}.num_warps": 8}),                  # the seed before 2026-12-02
         ("mid_g16_w8", {"by_pairs.262144.BLOCK_G": 16, "by_pairs.262144.num_warps": 8,
                         f"by_pairs.{1 << 40}.BLOCK_G": 32, f"by_pairs.{1 << 40}.num_warps": 8}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # decode, 2.1-2.5 us at T <= 256 with the bitonic top-k (SELECT=3); SELECT 0-2 take k = 8 rounds of dependent
     # row reductions (3, 2 or 1 a round)
@@ -277,7 +281,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("int64_keys_large_t", {"key32": 0, "large_t_min": 2048}),
         ("int64_keys", {"key32": 0}),
         ("key32_r1_w2", _topk128(1, 2, 3)),
-        ("large_t_select1", {"large_t_min": 2048}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # Hk * D = 128 rows take the 256 entry (half its lanes masked off): narrower entries, more tokens a program
     "reshape_and_cache": [
@@ -287,6 +291,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("row128_t8_w4", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 8, "num_warps": 4}})),
         ("t1", {"by_row.256.TOKENS": 1}),
         ("t4_w4", {"by_row.256.TOKENS": 4, "by_row.256.num_warps": 4}),
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # 3-29 us against a 1.3 us floor at first (T256, P = 2048 pairs: 26 us in one program sorting 2048 keys).
     # A one-program call's time is its instruction chain: the seed before 2026-12-03, then the sentinel tiles
@@ -358,7 +363,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("d1w8_p4w4", _rotary(1, 8, 4, 4)),
         ("d2w4_p8w8", _rotary(2, 4, 8, 8)),
         ("d2w2_p1w4", _rotary(2, 2, 1, 4)),         # p1w4: one token a program, 4 warps, as Liger's grid
-        ("no_evict", {"x_evict": ""}),               # q and k loads without evict_first
+        ("pdl", {"PDL": 1}),                         # programmatic dependent launch (2026-12-04, untimed)
     ],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))

@@ -27,6 +27,10 @@ MOE = {"hidden_ptr": "*bf16", "w1_ptr": "*bf16", "inter_ptr": "*bf16", "w2_ptr":
 MOE_GEMM = dict(TOPK=8, BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=16, EVEN_K=True, DOT_PRECISION="tf32", W_TMA=0)
 MOE_LAYOUT = dict(BLOCK_M=16, PAD_TILE=16, MAP_TILE=32)
 
+NORM = {**BF16_PTRS, "r_ptr": "*bf16", "rout_ptr": "*bf16", "wq_ptr": "*bf16", "wk_ptr": "*bf16", "qo_ptr": "*bf16",
+        "ko_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16", "pos_ptr": "*i64", "cache_ptr": "*fp32",
+        "key_ptr": "*bf16", "value_ptr": "*bf16", "kc_ptr": "*bf16", "vc_ptr": "*bf16", "slot_ptr": "*i64",
+        "id_ptr": "*i32", "logits_ptr": "*bf16"}
 GEMM = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "ws_ptr": "*fp32", "flag_ptr": "*i32"}
 
 # (operator, kernel, constexprs, pointer types, warps or (warps, stages)): each kernel a PDL seed launches, at a decode configuration
@@ -74,6 +78,20 @@ KERNELS = [
                                            EVEN_K=True, DOT_PRECISION="tf32", TMA=0, FIX_ROWS=32, a_desc=None,
                                            b_desc=None, c_desc=None), GEMM, (4, 4)),
     ("gemm", "_gemm_splitk_reduce_kernel", dict(SPLIT_K=4, BLOCK=1024), GEMM, 4),
+    ("fused_add_rms_norm", "_fused_add_rms_norm_kernel", dict(ROWS=1, BLOCK_H=8192, NUM_CHUNKS=1, ROUND_NORMED=0,
+                                                              PRELOAD_W=1), NORM, 8),
+    ("layer_norm", "_layer_norm_kernel", dict(ROWS=1, BLOCK_H=4096, NUM_CHUNKS=1, PRELOAD_WB=0, RSQRT=1, CHAN=0,
+                                              SHIFT=1, EVEN=1), NORM, 16),
+    ("qk_rms_norm", "_qk_rms_norm_kernel", dict(BLOCK_H=8, BLOCK_D=128, PRELOAD_W=0), NORM, 4),
+    ("qk_rms_norm", "_qk_rms_norm_fused_kernel", dict(TOKENS=4, HEADS_Q=8, HEADS_K=1, BLOCK_D=128), NORM, 8),
+    ("rotary_embedding", "_rotary_embedding_kernel", dict(HALF=64, BLOCK_HALF=64, BLOCK_H=8, IS_NEOX=True), NORM, 4),
+    ("rotary_embedding", "_rotary_embedding_fused_kernel", dict(HALF=64, BLOCK_HALF=64, TOKENS=1, HEADS_Q=8, HEADS_K=1,
+                                                                IS_NEOX=True, X_EVICT="evict_first"), NORM, 4),
+    ("reshape_and_cache", "_reshape_and_cache_kernel", dict(BLOCK=256, TOKENS=2), NORM, 2),
+    ("per_token_group_quant_fp8", "_per_token_group_quant_fp8_kernel", dict(GROUP=128, BLOCK_G=16, ROUND_IN_FP32=False),
+     NORM, 4),
+    ("moe_topk_softmax", "_moe_topk_softmax_kernel", dict(ROWS=1, BLOCK_E=128, BLOCK_K=8, RENORMALIZE=True, SELECT=3,
+                                                          KEY32=True), NORM, 1),
     ("moe_align_block_size", "_moe_align_block_size_count_kernel", dict(K=8, CHUNK=256, NUM_BINS=128), IDS, 4),
     ("moe_align_block_size", "_moe_align_block_size_kernel",
      dict(K=8, CHUNK=256, NUM_BINS=128, BLOCK=32, ONE_CHUNK=False, COUNT_ROWS=64, EXPERTS=16, EXPERT_TILE=16,
@@ -136,6 +154,13 @@ GPU_DIMS = {"rms_norm": [{"T": 1, "H": 512}, {"T": 256, "H": 1536}, {"T": 4096, 
             "softmax": [{"T": 64, "V": 151936}, {"T": 256, "V": 129280}, {"T": 2, "V": 1000}],
             "top_k_top_p_filter": [{"B": 2, "V": 151936}, {"B": 64, "V": 129280}, {"B": 3, "V": 2000}],
             "gemm": [{"M": 64, "N": 7168, "K": 8192}, {"M": 1, "N": 1280, "K": 8192}, {"M": 256, "N": 7168, "K": 8192}],
+            "fused_add_rms_norm": [{"T": 256, "H": 7168}, {"T": 8192, "H": 8192}],
+            "layer_norm": [{"T": 16, "H": 4096}, {"T": 4096, "H": 4096}],
+            "qk_rms_norm": [{"T": 64, "Hq": 8, "Hk": 1, "D": 128}, {"T": 8192, "Hq": 8, "Hk": 1, "D": 128}],
+            "rotary_embedding": [{"T": 64, "Hq": 8, "Hk": 1, "D": 128}, {"T": 8192, "Hq": 8, "Hk": 1, "D": 128}],
+            "reshape_and_cache": [{"T": 64, "S": 64, "Hk": 1, "D": 128, "BS": 16}],
+            "per_token_group_quant_fp8": [{"T": 64, "H": 7168}, {"T": 4096, "H": 7168}],
+            "moe_topk_softmax": [{"T": 64, "E": 128, "k": 8}, {"T": 1024, "E": 128, "k": 8}],
             "fused_moe": [{"T": 16, "H": 4096, "I": 192, "E": 128, "k": 8}, {"T": 256, "H": 7168, "I": 256, "E": 256, "k": 8},
                           {"T": 4097, "H": 2048, "I": 768, "E": 128, "k": 8}],
             "causal_conv1d_update": [{"B": 16, "D": 4096, "W": 4}, {"B": 256, "D": 4096, "W": 4},

@@ -36,8 +36,12 @@ CONFIGS = {
         4096: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 1},
         8192: {"ROWS": 1, "num_warps": 8, "ROUND_NORMED": 0, "PRELOAD_W": 1},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"ROUND_NORMED": [0, 1], "PRELOAD_W": [0, 1]}
+SEARCH_SPACE = {"ROUND_NORMED": [0, 1], "PRELOAD_W": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -51,7 +55,11 @@ def _rounded_sum(x_ptr, r_ptr, rows64, cc, mask, stride_x, stride_r, out_dtype: 
 @triton.jit
 def _fused_add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, T, H, stride_x, stride_r, stride_o,
                                stride_ro, eps, ROWS: tl.constexpr, BLOCK_H: tl.constexpr,
-                               NUM_CHUNKS: tl.constexpr, ROUND_NORMED: tl.constexpr, PRELOAD_W: tl.constexpr):
+                               NUM_CHUNKS: tl.constexpr, ROUND_NORMED: tl.constexpr, PRELOAD_W: tl.constexpr,
+                               USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     rows64 = rows.to(tl.int64)          # T * stride can pass 2^31 elements on large prefill batches
     row_mask = rows < T
@@ -85,6 +93,11 @@ def _fused_add_rms_norm_kernel(x_ptr, r_ptr, w_ptr, out_ptr, rout_ptr, T, H, str
         tl.store(out_ptr + rows64[:, None] * stride_o + cc[None, :], (normed * w[None, :]).to(dt), mask=mask)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _config(T: int, block_h: int) -> dict:
     table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
@@ -105,9 +118,10 @@ def fused_add_rms_norm(x, residual, weight, eps=1e-6):
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
     cfg = _config(T, block_h)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
+    pdl = _pdl(x)
     _fused_add_rms_norm_kernel[grid](x, residual, weight, out, residual_out, T, H, x.stride(0), residual.stride(0),
                                      out.stride(0), residual_out.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
                                      NUM_CHUNKS=triton.cdiv(H, block_h), ROUND_NORMED=cfg["ROUND_NORMED"],
                                      PRELOAD_W=cfg["PRELOAD_W"],
-                                     num_warps=cfg["num_warps"])
+                                     USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return out, residual_out

@@ -67,8 +67,13 @@ CONFIGS = {
     # 0.92-0.97 of the masked path's time at T = 16-256, H = 4096 and 0.98 at prefill on the H200 (2026-12-04:
     # 2.39 / 2.57 / 3.37 us against 2.48 / 2.80 / 3.48, the variant `masked`; new_ops_h200.md, session 19)
     "even": 1,
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1], "even": [0, 1]}
+SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1], "even": [0, 1],
+                "PDL": [0, 1]}
 
 
 @triton.jit
@@ -89,7 +94,10 @@ def _add_pair(s_a, q_a, s_b, q_b):
 def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
                        ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
                        PRELOAD_WB: tl.constexpr, RSQRT: tl.constexpr, CHAN: tl.constexpr, SHIFT: tl.constexpr,
-                       EVEN: tl.constexpr):
+                       EVEN: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -189,6 +197,11 @@ def _layer_norm_kernel(x_ptr, w_ptr, b_ptr, y_ptr, T, H, stride_x_row, stride_x_
             tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _config(T: int, block_h: int) -> dict:
     table = CONFIGS["decode_by_block_h"] if T <= CONFIGS["decode_max_t"] else CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
@@ -217,8 +230,9 @@ def layer_norm(x, weight, bias, eps=1e-5):
     shift = cfg["SHIFT"] if x.element_size() == 2 else 0          # fp32 rows: the centred statistics only
     grid = (triton.cdiv(T, cfg["ROWS"]),)
     even = _even(cfg, H, block_h)
+    pdl = _pdl(x)
     _layer_norm_kernel[grid](x, weight, bias, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
                              ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
                              PRELOAD_WB=cfg["PRELOAD_WB"], RSQRT=cfg["RSQRT"], CHAN=cfg["CHAN"],
-                             SHIFT=shift, EVEN=even, num_warps=cfg["num_warps"])
+                             SHIFT=shift, EVEN=even, USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return y

@@ -53,14 +53,22 @@ CONFIGS = {
     "large_t_by_block_e": {
         128: {"ROWS": 4, "num_warps": 2, "SELECT": 1},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"SELECT": [0, 1, 2, 3], "key32": [0, 1]}
+SEARCH_SPACE = {"SELECT": [0, 1, 2, 3], "key32": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
 def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, stride_id,
                              ROWS: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
-                             RENORMALIZE: tl.constexpr, SELECT: tl.constexpr, KEY32: tl.constexpr):
+                             RENORMALIZE: tl.constexpr, SELECT: tl.constexpr, KEY32: tl.constexpr,
+                             USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -127,6 +135,11 @@ def _moe_topk_softmax_kernel(x_ptr, w_ptr, id_ptr, T, E, K, stride_x, stride_w, 
     tl.store(id_ptr + rows64[:, None] * stride_id + slots[None, :], chosen_id, mask=out_mask)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _config(T: int, block_e: int) -> dict:
     table = CONFIGS["by_block_e"]
     fitting = [key for key in sorted(table) if key >= block_e]
@@ -151,9 +164,10 @@ def moe_topk_softmax(logits, k=8, renormalize=True):
     block_e = triton.next_power_of_2(E)
     cfg = _config(T, block_e)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
+    pdl = _pdl(logits)
     _moe_topk_softmax_kernel[grid](logits, weights, ids, T, E, k, logits.stride(0), weights.stride(0), ids.stride(0),
                                    ROWS=cfg["ROWS"], BLOCK_E=block_e, BLOCK_K=triton.next_power_of_2(k),
                                    RENORMALIZE=bool(renormalize), SELECT=cfg["SELECT"],
                                    KEY32=bool(CONFIGS["key32"]) and logits.dtype == torch.bfloat16 and block_e <= 1 << 16,
-                                   num_warps=cfg["num_warps"])
+                                   USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return weights, ids

@@ -36,8 +36,12 @@ CONFIGS = {
         256: {"BLOCK_H": 4, "num_warps": 8, "FUSED": 1, "TOKENS": 4, "PRELOAD_W": 0},
         512: {"BLOCK_H": 2, "num_warps": 8, "FUSED": 1, "TOKENS": 4, "PRELOAD_W": 0},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"FUSED": [0, 1], "PRELOAD_W": [0, 1], "TOKENS": [1, 2, 4, 8]}
+SEARCH_SPACE = {"FUSED": [0, 1], "PRELOAD_W": [0, 1], "TOKENS": [1, 2, 4, 8], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -61,7 +65,11 @@ def _norm_heads(x_tok, o_tok, w_ptr, head0, H, D, stride_h, stride_oh, eps, BLOC
 @triton.jit
 def _qk_rms_norm_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, HQ, HK, D, Q_BLOCKS,
                         stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh, stride_kot, stride_koh,
-                        eps, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PRELOAD_W: tl.constexpr):
+                        eps, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, PRELOAD_W: tl.constexpr,
+                        USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     t = tl.program_id(0).to(tl.int64)
     hb = tl.program_id(1)
     if hb < Q_BLOCKS:
@@ -101,7 +109,10 @@ def _norm_store(o_ptr, x, w, tok, head, cols, mask, D, stride_ot, stride_oh, eps
 def _qk_rms_norm_fused_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, T, HQ, HK, D,
                               stride_qt, stride_qh, stride_kt, stride_kh, stride_qot, stride_qoh, stride_kot,
                               stride_koh, eps, TOKENS: tl.constexpr, HEADS_Q: tl.constexpr, HEADS_K: tl.constexpr,
-                              BLOCK_D: tl.constexpr):
+                              BLOCK_D: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     tok0 = tl.program_id(0) * TOKENS
     cols = tl.arange(0, BLOCK_D)
     col_mask = cols < D
@@ -114,6 +125,11 @@ def _qk_rms_norm_fused_kernel(q_ptr, k_ptr, wq_ptr, wk_ptr, qo_ptr, ko_ptr, T, H
     wk = tl.load(wk_ptr + cols, mask=col_mask, other=0.0, eviction_policy="evict_last").to(tl.float32)
     _norm_store(qo_ptr, xq, wq, q_tok, q_head, cols, q_mask, D, stride_qot, stride_qoh, eps)
     _norm_store(ko_ptr, xk, wk, k_tok, k_head, cols, k_mask, D, stride_kot, stride_koh, eps)
+
+
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _config(T: int, block_d: int) -> dict:
@@ -137,13 +153,14 @@ def qk_rms_norm(q, k, wq, wk, eps=1e-6):
         return q_out, k_out
     block_d = triton.next_power_of_2(D)
     cfg = _config(T, block_d)
+    pdl = _pdl(q)
     if cfg["FUSED"]:
         tokens = cfg["TOKENS"]
         _qk_rms_norm_fused_kernel[(triton.cdiv(T, tokens),)](
             q, k, wq, wk, q_out, k_out, T, HQ, HK, D, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
             q_out.stride(0), q_out.stride(1), k_out.stride(0), k_out.stride(1), eps, TOKENS=tokens,
             HEADS_Q=triton.next_power_of_2(HQ), HEADS_K=triton.next_power_of_2(HK), BLOCK_D=block_d,
-            num_warps=cfg["num_warps"])
+            USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
         return q_out, k_out
     block_h = min(cfg["BLOCK_H"], triton.next_power_of_2(max(HQ, HK)))
     q_blocks = triton.cdiv(HQ, block_h)
@@ -151,5 +168,5 @@ def qk_rms_norm(q, k, wq, wk, eps=1e-6):
     _qk_rms_norm_kernel[grid](q, k, wq, wk, q_out, k_out, HQ, HK, D, q_blocks, q.stride(0), q.stride(1),
                               k.stride(0), k.stride(1), q_out.stride(0), q_out.stride(1), k_out.stride(0),
                               k_out.stride(1), eps, BLOCK_H=block_h, BLOCK_D=block_d, PRELOAD_W=cfg["PRELOAD_W"],
-                              num_warps=cfg["num_warps"])
+                              USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return q_out, k_out

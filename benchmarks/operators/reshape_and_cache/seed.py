@@ -23,13 +23,21 @@ CONFIGS = {
         1024: {"BLOCK": 1024, "TOKENS": 1, "num_warps": 4},
         2048: {"BLOCK": 1024, "TOKENS": 1, "num_warps": 4},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
+SEARCH_SPACE = {"PDL": [0, 1]}
 
 
 @triton.jit
 def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, HD, D, BS,
                               sk_t, sk_h, sv_t, sv_h, sc_b, sc_s, sc_h, sc_d,
-                              BLOCK: tl.constexpr, TOKENS: tl.constexpr):
+                              BLOCK: tl.constexpr, TOKENS: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     h = cols // D
     d = cols % D
@@ -45,6 +53,11 @@ def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, H
     dst = ((slot // BS) * sc_b + (slot % BS) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
     tl.store(kc_ptr + dst, k, mask=mask)
     tl.store(vc_ptr + dst, v, mask=mask)
+
+
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _config(row: int) -> dict:
@@ -66,8 +79,9 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
     HD = Hk * D
     cfg = _config(triton.next_power_of_2(HD))
     grid = (triton.cdiv(T, cfg["TOKENS"]), triton.cdiv(HD, cfg["BLOCK"]))
+    pdl = _pdl(key)
     _reshape_and_cache_kernel[grid](key, value, key_cache, value_cache, slot_mapping, T, HD, D, key_cache.shape[1],
                                     key.stride(0), key.stride(1), value.stride(0), value.stride(1),
                                     *key_cache.stride(), BLOCK=cfg["BLOCK"], TOKENS=cfg["TOKENS"],
-                                    num_warps=cfg["num_warps"])
+                                    USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return None

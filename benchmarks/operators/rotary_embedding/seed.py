@@ -29,7 +29,7 @@ CONFIGS = {
     "decode_max_t": 256,
     # the fused kernel's hint on its q and k loads: "evict_first" (x is streamed once) or "" (none). silu_and_mul's
     # flat kernel read 0.97 of its prefill time without it; here none read 1.00-1.01 at prefill and 0.96-0.98 at
-    # decode, within noise (variant no_evict, H200, 2026-12-04, new_ops_h200.md session 19)
+    # decode, within noise (variant no_evict, since retired; H200, 2026-12-04, new_ops_h200.md session 19)
     "x_evict": "evict_first",
     "max_fused_tile": 4096,     # a power of two: fused only while TOKENS * padded heads * BLOCK_HALF fits
     "by_block_half": {
@@ -42,8 +42,12 @@ CONFIGS = {
         64: {"BLOCK_H": 16, "num_warps": 2, "FUSED": 1, "TOKENS": 1},
         128: {"BLOCK_H": 8, "num_warps": 8, "FUSED": 1, "TOKENS": 2},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"FUSED": [0, 1], "TOKENS": [1, 2, 4, 8], "x_evict": ["evict_first", ""]}
+SEARCH_SPACE = {"FUSED": [0, 1], "TOKENS": [1, 2, 4, 8], "x_evict": ["evict_first", ""], "PDL": [0, 1]}
 
 
 @triton.jit
@@ -72,7 +76,10 @@ def _rotate_heads(x_row, o_row, head0, H, c, s, i, i_mask, HEAD: tl.constexpr, H
 def _rotary_embedding_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_ptr, HQ, HK, Q_BLOCKS,
                              stride_q, stride_k, stride_cache, stride_qo, stride_ko,
                              HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, BLOCK_H: tl.constexpr,
-                             IS_NEOX: tl.constexpr):
+                             IS_NEOX: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     t = tl.program_id(0).to(tl.int64)
     hb = tl.program_id(1)
     pos = tl.load(pos_ptr + t).to(tl.int64)
@@ -112,7 +119,10 @@ def _rotary_embedding_fused_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_
                                    stride_q, stride_k, stride_cache, stride_qo, stride_ko,
                                    HALF: tl.constexpr, BLOCK_HALF: tl.constexpr, TOKENS: tl.constexpr,
                                    HEADS_Q: tl.constexpr, HEADS_K: tl.constexpr, IS_NEOX: tl.constexpr,
-                                   X_EVICT: tl.constexpr):
+                                   X_EVICT: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     tok = (tl.program_id(0) * TOKENS + tl.arange(0, TOKENS)).to(tl.int64)
     t_mask = tok < T
     pos = tl.load(pos_ptr + tok, mask=t_mask, other=0)
@@ -137,6 +147,11 @@ def _rotary_embedding_fused_kernel(q_ptr, k_ptr, pos_ptr, cache_ptr, qo_ptr, ko_
     c, s = c[:, None, :], s[:, None, :]
     _rotate_store(qo_ptr, tok, stride_qo, qa_off, qb_off, q_mask, qa, qb, c, s)
     _rotate_store(ko_ptr, tok, stride_ko, ka_off, kb_off, k_mask, ka, kb, c, s)
+
+
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _config(T: int, block_half: int) -> dict:
@@ -168,17 +183,18 @@ def rotary_embedding(q, k, positions, cos_sin_cache, neox=True):
     strides = (q.stride(0), k.stride(0), cos_sin_cache.stride(0), q_out.stride(0), k_out.stride(0))
     heads_q, heads_k = triton.next_power_of_2(HQ), triton.next_power_of_2(HK)
     token_tile = max(heads_q, heads_k) * block_half
+    pdl = _pdl(q)
     if cfg["FUSED"] and token_tile <= CONFIGS["max_fused_tile"]:
         tokens = min(cfg["TOKENS"], triton.next_power_of_2(T), CONFIGS["max_fused_tile"] // token_tile)
         _rotary_embedding_fused_kernel[(triton.cdiv(T, tokens),)](
             q, k, positions, cos_sin_cache, q_out, k_out, T, HQ, HK, *strides, HALF=half, BLOCK_HALF=block_half,
             TOKENS=tokens, HEADS_Q=heads_q, HEADS_K=heads_k, IS_NEOX=bool(neox), X_EVICT=CONFIGS["x_evict"],
-            num_warps=cfg["num_warps"])
+            USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
         return q_out, k_out
     block_h = min(cfg["BLOCK_H"], triton.next_power_of_2(max(HQ, HK)))
     q_blocks = triton.cdiv(HQ, block_h)
     grid = (T, q_blocks + triton.cdiv(HK, block_h))
     _rotary_embedding_kernel[grid](q, k, positions, cos_sin_cache, q_out, k_out, HQ, HK, q_blocks, *strides,
                                    HALF=half, BLOCK_HALF=block_half, BLOCK_H=block_h, IS_NEOX=bool(neox),
-                                   num_warps=cfg["num_warps"])
+                                   USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return q_out, k_out
