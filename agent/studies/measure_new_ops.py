@@ -165,14 +165,16 @@ def _variant_table(rows: list[dict]) -> list[str]:
 
 
 # ---- the GPU run -------------------------------------------------------------------------------------
-def implementations(spec, variants: bool) -> dict:
+def implementations(spec, variants: bool, only_variants: set[str] | None = None) -> dict:
     """{"seed": the seed's function, "seed:<variant>": the seed run with the variant's CONFIGS, ...}, through
-    seed_variants.seed_variant (the one way measure_baselines applies them too)."""
+    seed_variants.seed_variant (the one way measure_baselines applies them too); only_variants: just those
+    names (an operator without them: the seed alone)."""
     from agent.studies.seed_variants import VARIANTS, load_seed, seed_variant
     module = load_seed(spec)
     out = {"seed": seed_variant(module, {})}
     if variants:
-        out.update({f"seed:{name}": seed_variant(module, ov) for name, ov in VARIANTS.get(spec.name, [])})
+        out.update({f"seed:{name}": seed_variant(module, ov) for name, ov in VARIANTS.get(spec.name, [])
+                    if only_variants is None or name in only_variants})
     return out
 
 
@@ -223,7 +225,8 @@ def _measure(fn, call_sets, spec, dims, dtype, reps: int, input_sets=None, dry_r
         return {"error": f"{type(exc).__name__}: {exc}"[:300], "ok": False}
 
 
-def run(ops, max_shapes: int, reps: int, command: str, variants: bool = False, dry_run: bool = False) -> dict:
+def run(ops, max_shapes: int, reps: int, command: str, variants: bool = False, dry_run: bool = False,
+        only_variants: set[str] | None = None) -> dict:
     """Every contender on every picked shape. dry_run: on the CPU (the interpreter), interpreter_dims in fp32,
     the seed, its variants and eager checked, nothing timed or compiled."""
     import torch
@@ -248,7 +251,7 @@ def run(ops, max_shapes: int, reps: int, command: str, variants: bool = False, d
     rows = []
     for op in ops:
         spec = load_operator(op)
-        ours = implementations(spec, variants)
+        ours = implementations(spec, variants, only_variants)
         seed_fn = ours.pop("seed")
         baseline = getattr(spec.module, "baseline", spec.reference)
         liger_fn, liger_other, liger_absent = _liger(op, spec.module)
@@ -305,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                     "hot shape")
     ap.add_argument("--variants", action="store_true", help="also time the seed's CONFIGS variants "
                     "(agent/studies/seed_variants.py), each checked first")
+    ap.add_argument("--only-variants", default="", help="with --variants: just these variant names "
+                    "(comma-separated, e.g. pdl)")
     ap.add_argument("--dry-run", action="store_true", help="CPU: check the seed, its variants and eager under "
                     "Triton's interpreter at interpreter_dims (fp32); nothing timed")
     ap.add_argument("--reps", type=int, default=30, help="timed repetitions per contender and shape")
@@ -342,8 +347,9 @@ def main(argv: list[str] | None = None) -> int:
         failed = warm(ops, args.max_shapes, args.jobs, pick_shapes)
         print(f"compile warm-up in {args.jobs} processes: {time.monotonic() - t0:.0f} s"
               + "".join(f"\n  not warmed: {f}" for f in failed), flush=True)
+    only = {v for v in args.only_variants.split(",") if v} or None
     result = run(ops, args.max_shapes, args.reps, command, variants=args.variants or args.dry_run,
-                 dry_run=args.dry_run)
+                 dry_run=args.dry_run, only_variants=only)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "new_ops.json").write_text(json.dumps(result, indent=1))
     text = render_markdown(result)

@@ -317,8 +317,10 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("min_p264", {"min_programs": 264}),
         ("rows2_w1", {"by_block_h.128.ROWS": 2}),
         ("fast_rows2_w1", {"by_block_h.128.ROWS": 2, "FAST": 1}),
-        ("no_evict", {"x_evict": ""}),                   # x and z loads without evict_first
+        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
+    # operators whose only variant is the PDL switch
+    **{op: [("pdl", {"PDL": 1})] for op in ("per_token_quant_fp8", "l2_norm", "moe_sum_reduce")},
     # prefill (B2/B4, D 4096, L 2048) at 0.44 of its roofline with W shifted 2-byte loads per output; now two
     # aligned vectors a row of 8 (VEC_W4). The scalar taps (the seed before 2026-12-03), the tile and warps
     "causal_conv1d": [

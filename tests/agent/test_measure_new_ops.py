@@ -106,3 +106,12 @@ def test_dry_run_checks_the_seed_and_every_variant_on_the_cpu(tmp_path):
         assert set(row["variants"]) == {f"seed:{n}" for n, _ in VARIANTS["rotary_embedding"]}
         assert all(c["ok"] and c["t_us"] is None for c in [row["contenders"]["seed"], *row["variants"].values()])
     assert f"seed:{VARIANTS['rotary_embedding'][0][0]}" in (tmp_path / "new_ops.md").read_text()
+
+
+@pytest.mark.interpreter
+def test_only_variants_keeps_just_the_named_ones(tmp_path):
+    import json
+    assert m.main(["--out", str(tmp_path), "--ops", "rotary_embedding", "--max-shapes", "1", "--dry-run",
+                   "--only-variants", "pdl,no_such_variant"]) == 0
+    row, = json.loads((tmp_path / "new_ops.json").read_text())["rows"]
+    assert set(row["variants"]) == {"seed:pdl"} and row["variants"]["seed:pdl"]["ok"]

@@ -27,10 +27,14 @@ MOE = {"hidden_ptr": "*bf16", "w1_ptr": "*bf16", "inter_ptr": "*bf16", "w2_ptr":
 MOE_GEMM = dict(TOPK=8, BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, GROUP_M=16, EVEN_K=True, DOT_PRECISION="tf32", W_TMA=0)
 MOE_LAYOUT = dict(BLOCK_M=16, PAD_TILE=16, MAP_TILE=32)
 
-NORM = {**BF16_PTRS, "r_ptr": "*bf16", "rout_ptr": "*bf16", "wq_ptr": "*bf16", "wk_ptr": "*bf16", "qo_ptr": "*bf16",
+NORM = {**BF16_PTRS, "z_ptr": "*bf16", "r_ptr": "*bf16", "rout_ptr": "*bf16", "wq_ptr": "*bf16", "wk_ptr": "*bf16", "qo_ptr": "*bf16",
         "ko_ptr": "*bf16", "q_ptr": "*bf16", "k_ptr": "*bf16", "pos_ptr": "*i64", "cache_ptr": "*fp32",
         "key_ptr": "*bf16", "value_ptr": "*bf16", "kc_ptr": "*bf16", "vc_ptr": "*bf16", "slot_ptr": "*i64",
         "id_ptr": "*i32", "logits_ptr": "*bf16"}
+KW_PTQ = dict(stride_x_col=1, ROWS=1, BLOCK_H=2048, NUM_CHUNKS=1, ROUND_IN_FP32=False)
+KW_L2 = dict(stride_x_col=1, ROWS=1, BLOCK_H=2048, NUM_CHUNKS=1)
+KW_GATED = dict(stride_x_col=1, stride_z_col=1, ROWS=1, BLOCK_H=1024, NUM_CHUNKS=1, FAST=0, X_EVICT="evict_first")
+KW_SUM = dict(stride_wk=1, ROWS=1, BLOCK_H=1024)
 GEMM = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "ws_ptr": "*fp32", "flag_ptr": "*i32"}
 
 # (operator, kernel, constexprs, pointer types, warps or (warps, stages)): each kernel a PDL seed launches, at a decode configuration
@@ -92,6 +96,10 @@ KERNELS = [
      NORM, 4),
     ("moe_topk_softmax", "_moe_topk_softmax_kernel", dict(ROWS=1, BLOCK_E=128, BLOCK_K=8, RENORMALIZE=True, SELECT=3,
                                                           KEY32=True), NORM, 1),
+    ("per_token_quant_fp8", "_per_token_quant_fp8_kernel", KW_PTQ, NORM, 8),
+    ("l2_norm", "_l2_norm_kernel", KW_L2, NORM, 8),
+    ("gated_rms_norm", "_gated_rms_norm_kernel", KW_GATED, NORM, 4),
+    ("moe_sum_reduce", "_moe_sum_reduce_kernel", KW_SUM, NORM, 4),
     ("moe_align_block_size", "_moe_align_block_size_count_kernel", dict(K=8, CHUNK=256, NUM_BINS=128), IDS, 4),
     ("moe_align_block_size", "_moe_align_block_size_kernel",
      dict(K=8, CHUNK=256, NUM_BINS=128, BLOCK=32, ONE_CHUNK=False, COUNT_ROWS=64, EXPERTS=16, EXPERT_TILE=16,
@@ -155,6 +163,10 @@ GPU_DIMS = {"rms_norm": [{"T": 1, "H": 512}, {"T": 256, "H": 1536}, {"T": 4096, 
             "top_k_top_p_filter": [{"B": 2, "V": 151936}, {"B": 64, "V": 129280}, {"B": 3, "V": 2000}],
             "gemm": [{"M": 64, "N": 7168, "K": 8192}, {"M": 1, "N": 1280, "K": 8192}, {"M": 256, "N": 7168, "K": 8192}],
             "fused_add_rms_norm": [{"T": 256, "H": 7168}, {"T": 8192, "H": 8192}],
+            "per_token_quant_fp8": [{"T": 64, "H": 2048}, {"T": 4096, "H": 7168}],
+            "l2_norm": [{"T": 128, "H": 128}, {"T": 2048, "H": 128}],
+            "gated_rms_norm": [{"T": 256, "H": 128}, {"T": 4096, "H": 128}],
+            "moe_sum_reduce": [{"T": 64, "k": 8, "H": 7168}, {"T": 4096, "k": 8, "H": 7168}],
             "layer_norm": [{"T": 16, "H": 4096}, {"T": 4096, "H": 4096}],
             "qk_rms_norm": [{"T": 64, "Hq": 8, "Hk": 1, "D": 128}, {"T": 8192, "Hq": 8, "Hk": 1, "D": 128}],
             "rotary_embedding": [{"T": 64, "Hq": 8, "Hk": 1, "D": 128}, {"T": 8192, "Hq": 8, "Hk": 1, "D": 128}],

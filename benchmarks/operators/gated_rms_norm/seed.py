@@ -19,8 +19,8 @@ CONFIGS = {
     "min_programs": 528,
     "FAST": 0,
     # the hint on the x and z loads: "evict_first" (streamed once) or "" (none). silu_and_mul's flat kernel read
-    # 0.97 of its prefill time without it; here none read 1.02-1.04 at prefill (variant no_evict, H200,
-    # 2026-12-04, new_ops_h200.md session 19)
+    # 0.97 of its prefill time without it; here none read 1.02-1.04 at prefill (variant no_evict, since retired;
+    # H200, 2026-12-04, new_ops_h200.md session 19)
     "x_evict": "evict_first",
     "by_block_h": {
         128: {"ROWS": 4, "num_warps": 1},
@@ -31,15 +31,23 @@ CONFIGS = {
         4096: {"ROWS": 1, "num_warps": 8},
         8192: {"ROWS": 1, "num_warps": 16},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
-SEARCH_SPACE = {"FAST": [0, 1], "x_evict": ["evict_first", ""]}      # code paths, not sizes: the search may flip them
+# code paths, not sizes: the search may flip them
+SEARCH_SPACE = {"FAST": [0, 1], "x_evict": ["evict_first", ""], "PDL": [0, 1]}
 
 
 @triton.jit
 def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_z_row,
                            stride_z_col, stride_w, stride_y_row, eps,
                            ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr,
-                           FAST: tl.constexpr, X_EVICT: tl.constexpr):
+                           FAST: tl.constexpr, X_EVICT: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)
@@ -84,6 +92,11 @@ def _gated_rms_norm_kernel(x_ptr, z_ptr, w_ptr, y_ptr, T, H, stride_x_row, strid
             tl.store(y_rows + cc[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _config(block_h: int, T: int) -> dict:
     table = CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
@@ -108,8 +121,9 @@ def gated_rms_norm(x, z, weight, eps=1e-6):
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
     cfg = _config(block_h, T)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
+    pdl = _pdl(x)
     _gated_rms_norm_kernel[grid](x, z, weight, y, T, H, x.stride(0), x.stride(1), z.stride(0), z.stride(1),
                                  weight.stride(0), y.stride(0), eps, ROWS=cfg["ROWS"], BLOCK_H=block_h,
                                  NUM_CHUNKS=triton.cdiv(H, block_h), FAST=CONFIGS["FAST"], X_EVICT=CONFIGS["x_evict"],
-                                 num_warps=cfg["num_warps"])
+                                 USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return y

@@ -23,12 +23,20 @@ CONFIGS = {
         4096: {"ROWS": 1, "num_warps": 8},
         8192: {"ROWS": 1, "num_warps": 16},
     },
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
+SEARCH_SPACE = {"PDL": [0, 1]}
 
 
 @triton.jit
 def _l2_norm_kernel(x_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row, eps,
-                    ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr):
+                    ROWS: tl.constexpr, BLOCK_H: tl.constexpr, NUM_CHUNKS: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     row_mask = rows < T
     rows64 = rows.to(tl.int64)   # rows * stride passes 2^31 elements on large prefill batches
@@ -57,6 +65,11 @@ def _l2_norm_kernel(x_ptr, y_ptr, T, H, stride_x_row, stride_x_col, stride_y_row
             tl.store(y_rows + cc[None, :], (x * inv[:, None]).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
 def _config(block_h: int) -> dict:
     table = CONFIGS["by_block_h"]
     fitting = [k for k in sorted(table) if k >= block_h]
@@ -73,7 +86,8 @@ def l2_norm(x, eps=1e-6):
     block_h = min(triton.next_power_of_2(H), CONFIGS["max_block_h"])
     cfg = _config(block_h)
     grid = (triton.cdiv(T, cfg["ROWS"]),)
+    pdl = _pdl(x)
     _l2_norm_kernel[grid](x, y, T, H, x.stride(0), x.stride(1), y.stride(0), eps,
                           ROWS=cfg["ROWS"], BLOCK_H=block_h, NUM_CHUNKS=triton.cdiv(H, block_h),
-                          num_warps=cfg["num_warps"])
+                          USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return y

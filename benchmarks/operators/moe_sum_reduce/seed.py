@@ -16,12 +16,20 @@ CONFIGS = {
         {"max_t": 256, "ROWS": 1, "BLOCK_H": 512, "num_warps": 4},
         {"max_t": 1 << 62, "ROWS": 2, "BLOCK_H": 1024, "num_warps": 4},
     ],
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
+    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
+    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
+    "PDL": 0,
 }
+SEARCH_SPACE = {"PDL": [0, 1]}
 
 
 @triton.jit
 def _moe_sum_reduce_kernel(x_ptr, w_ptr, y_ptr, T, K, H, stride_xt, stride_xk, stride_wt, stride_wk, stride_yt,
-                           ROWS: tl.constexpr, BLOCK_H: tl.constexpr):
+                           ROWS: tl.constexpr, BLOCK_H: tl.constexpr, USE_PDL: tl.constexpr = False):
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     row_mask = rows < T
@@ -34,6 +42,11 @@ def _moe_sum_reduce_kernel(x_ptr, w_ptr, y_ptr, T, K, H, stride_xt, stride_xk, s
                     eviction_policy="evict_first").to(tl.float32)
         acc += w[:, None] * x
     tl.store(y_ptr + rows64[:, None] * stride_yt + cols[None, :], acc.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _pdl(t) -> bool:
+    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
+    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _config(T: int) -> dict:
@@ -55,7 +68,8 @@ def moe_sum_reduce(x, weights):
         return y
     cfg = _config(T)
     grid = (triton.cdiv(T, cfg["ROWS"]), triton.cdiv(H, cfg["BLOCK_H"]))
+    pdl = _pdl(x)
     _moe_sum_reduce_kernel[grid](x, weights, y, T, K, H, x.stride(0), x.stride(1), weights.stride(0),
                                  weights.stride(1), y.stride(0), ROWS=cfg["ROWS"], BLOCK_H=cfg["BLOCK_H"],
-                                 num_warps=cfg["num_warps"])
+                                 USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return y
