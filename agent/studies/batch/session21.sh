@@ -3,6 +3,7 @@
 # minutes in all, more than a session's device time: start it as batch/README.md says, poll with collect.sh, and
 # leave the last steps to the next session if need be.
 #   checks    the GPU tests of the new switches (fused_moe's atomic ranks, top_k_top_p_filter's radix select, PDL)
+#             and of the floor under PDL (the score now takes the lesser floor: check it first)
 #   moe       fused_moe's seed and variants beside each other (align_atomic among them), every hot shape
 #   topk      top_k_top_p_filter's variants (topk_radix among them), every hot shape
 #   gemm64    the M <= 64 tile sweep at M64-N7168-K8192, its 5 fastest confirmed in 5 interleaved rounds with
@@ -20,7 +21,8 @@ source agent/studies/batch/steps.sh
 batch_begin
 pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
 step checks 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/benchmarks/test_op_fused_moe.py \
-  tests/benchmarks/test_op_top_k_top_p_filter.py tests/benchmarks/test_pdl_seeds.py -k "atomic or radix or pdl"
+  tests/benchmarks/test_op_top_k_top_p_filter.py tests/benchmarks/test_pdl_seeds.py tests/sandbox/test_timing.py \
+  -k "atomic or radix or pdl"
 PYTHONPATH=/tmp/site:$PWD step decode9 300 python3 agent/studies/measure_baselines.py --ops rms_norm,silu_and_mul \
   --rounds 9 --max-minutes 4 --out /tmp/res/decode9/out/h200.md
 PYTHONPATH=/tmp/site:$PWD step gemm_pdl 300 python3 agent/studies/measure_baselines.py --ops gemm \
