@@ -1,7 +1,8 @@
 """The PDL switch of the decode seeds (CONFIGS["PDL"]: programmatic dependent launch, sandbox/POLICY.md 7a): in
 the Hopper build every such kernel waits for the kernel before it ahead of its first global read and lets the
 next one start; on the CPU the switch changes nothing (the interpreter has no griddepcontrol); on a GPU the
-outputs are bit for bit those without it, and the call still captures into a CUDA graph."""
+outputs are bit for bit those without it (moe_align_block_size's, whose layout is free, by its invariants), and
+the call still captures into a CUDA graph."""
 from pathlib import Path
 
 import hopper_compile
@@ -181,6 +182,16 @@ GPU_DIMS = {"rms_norm": [{"T": 1, "H": 512}, {"T": 256, "H": 1536}, {"T": 4096, 
                                      {"T": 4096, "k": 8, "E": 256, "block": 64}]}
 
 
+# moe_align_block_size places an expert's pairs in any order and leaves the entries past n_post_pad unwritten
+# (its contract): judged by its invariants (call_failures) only, not bit for bit
+FREE_LAYOUT = {"moe_align_block_size"}
+
+
+def _bits(t):
+    """A tensor's bytes, for a bit-for-bit comparison of any dtype (fp8 included, NaN equal to itself)."""
+    return t.contiguous().view(torch.uint8)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("op, dims", [(op, d) for op in OPS for d in GPU_DIMS[op]],
                          ids=lambda v: v if isinstance(v, str) else "-".join(f"{k}{x}" for k, x in v.items()))
@@ -194,10 +205,12 @@ def test_pdl_gives_the_same_bits_and_captures_into_a_graph_on_the_gpu(op, dims):
     assert pdl._pdl(next(v for v in inputs.values() if torch.is_tensor(v)))
     clones = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in inputs.items()}
     want, got = plain.__dict__[op](**inputs), pdl.__dict__[op](**clones)
-    for a, b in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
-        assert torch.equal(a, b)
-    for k in spec.mutates:                          # in-place operators: the same state after one call each
-        assert torch.equal(inputs[k], clones[k]), k
+    if op not in FREE_LAYOUT:
+        outs = [(a, b) for a, b in zip(want if isinstance(want, tuple) else (want,),
+                                       got if isinstance(got, tuple) else (got,)) if torch.is_tensor(a)]
+        outs += [(inputs[k], clones[k]) for k in spec.mutates]     # in-place operators: the state after one call
+        for a, b in outs:
+            assert torch.equal(_bits(a), _bits(b))
     assert call_failures(spec, lambda **a: pdl.__dict__[op](**a), spec.make_inputs(dims, "bf16", seed=7, device="cuda"),
                          dims, "bf16") == []
     sets = [spec.make_inputs(dims, "bf16", seed=8 + i, device="cuda") for i in range(2)]
