@@ -19,7 +19,9 @@ worker's state, its CUDA context or the candidate's module; nothing here changes
    warmup=True for the pass, so a specialization compiled earlier in the process (found in memory, never
    passed to `_do_compile`) is not launched on meta pointers either. A meta tensor's data_ptr is
    its byte offset, so pointer-divisibility specializations match those of real allocations (which the
-   caching allocator aligns to 512 bytes). An autotuned kernel stops the pass: its tuner would time
+   caching allocator aligns to 512 bytes), and where the real inputs are on the GPU a meta tensor answers
+   `is_cuda` True, so a launcher takes the GPU's path (PDL, no interpreter rounding) here too. An autotuned
+   kernel stops the pass: its tuner would time
    launches that never happen and cache the winner of nothing.
 2. Compile. `jobs` processes forked from the collector (a child calls no CUDA API, only the compiler for
    the recorded target) share the recorded specializations and compile them into the worker's Triton
@@ -209,12 +211,23 @@ def _answer_device_queries(queries: dict) -> None:
     torch.cuda.current_device = lambda: queries["device"]
 
 
+def _meta_reads_as_cuda() -> None:
+    """In the collector: a meta tensor answers `is_cuda` True, as the real input it stands for does. Launchers
+    choose by it (programmatic dependent launch, an fp32 rounding path kept for the interpreter, a one-read
+    path that needs a GPU), and a meta tensor's False would collect the CPU path's specializations, which the
+    trials on the GPU never call."""
+    import torch
+    real = torch._C.TensorBase.is_cuda
+    torch.Tensor.is_cuda = property(lambda t: True if t.is_meta else real.__get__(t))
+
+
 def compile_ahead(fn: Callable, metas: list[dict], jobs: int | None = None,
-                  timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+                  timeout_s: float = DEFAULT_TIMEOUT_S, inputs_on_cuda: bool = False) -> dict:
     """The whole pass for input dicts of meta tensors (to_meta), in a forked collector process (its own
     process group) that records the specializations and forks the compile children: whatever the
     candidate's launcher does on meta tensors (a workspace cached in a module global, a stray launch) stays
-    in that process. Returns a summary of counts and seconds; the worker's own state is never touched."""
+    in that process. inputs_on_cuda: the real inputs are on the GPU, so the meta tensors say is_cuda there.
+    Returns a summary of counts and seconds; the worker's own state is never touched."""
     import json
     import select
     import signal
@@ -237,6 +250,8 @@ def compile_ahead(fn: Callable, metas: list[dict], jobs: int | None = None,
             os.setpgid(0, 0)                  # the worker can stop it and its compile children at once
             driver.set_active(StandInDriver(target, device))
             _answer_device_queries(queries)
+            if inputs_on_cuda:
+                _meta_reads_as_cuda()
             out = {}
             try:
                 specs, notes = collect(fn, metas)

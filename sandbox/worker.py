@@ -193,13 +193,14 @@ class Worker:
         from sandbox.compile_ahead import compile_ahead, to_meta
         t0 = time.monotonic()
         try:
-            metas = []
+            metas, on_cuda = [], False
             for shape in msg["shapes"]:     # one shape's real inputs at a time: only their metadata is kept
                 real = self.make_inputs(shape["dims"], shape["dtype"], shape["seed"])
+                on_cuda = on_cuda or any(isinstance(v, self.torch.Tensor) and v.is_cuda for v in real.values())
                 metas.append({k: to_meta(v, self.torch) for k, v in real.items()})
                 del real
             t_inputs = time.monotonic() - t0
-            summary = compile_ahead(self.fn, metas, jobs=msg.get("jobs") or None)
+            summary = compile_ahead(self.fn, metas, jobs=msg.get("jobs") or None, inputs_on_cuda=on_cuda)
             summary["inputs_s"] = t_inputs
         except Exception as e:  # noqa: BLE001 - best effort: the trials compile what is missing, as without it
             summary = {"specializations": 0, "notes": [f"compile ahead stopped: {type(e).__name__}"],

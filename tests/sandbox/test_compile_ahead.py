@@ -196,3 +196,26 @@ def test_a_launcher_that_fails_on_meta_tensors_is_noted_and_the_rest_still_colle
     assert out["n"] == 1 and out["notes"] == ["shape 0: the launcher raised ValueError on meta tensors"]
     assert out["whole"]["specializations"] == 1 and out["whole"]["failed"] == 0
 
+
+
+def test_meta_tensors_say_is_cuda_where_the_real_inputs_are_on_the_gpu(tmp_path):
+    """A launcher that picks its path by x.is_cuda (PDL, the interpreter's rounding) collects the path the trials
+    will take: the GPU's when the worker's inputs are on the GPU, the CPU's otherwise; the worker's torch is left
+    as it was."""
+    out = run_case(tmp_path, '''
+        seen = os.path.join(os.environ["HOME"], "seen.txt")
+        def by_device(x, s):
+            with open(seen, "a") as f:
+                f.write(f"{x.is_cuda}\\n")
+            y = torch.empty_like(x)
+            scale_kernel[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), s, BLOCK=256 if x.is_cuda else 128)
+            return y
+        metas = [{"x": to_meta(torch.empty(1024), torch), "s": 2.0}]
+        on_gpu = compile_ahead(by_device, metas, jobs=1, inputs_on_cuda=True)
+        on_cpu = compile_ahead(by_device, metas, jobs=1)
+        print(json.dumps({"seen": open(seen).read().split(), "on_gpu": on_gpu, "on_cpu": on_cpu,
+                          "meta_here": metas[0]["x"].is_cuda}))
+    ''')
+    assert out["seen"] == ["True", "False"], out
+    assert out["on_gpu"]["specializations"] == out["on_cpu"]["specializations"] == 1
+    assert out["meta_here"] is False                    # the worker's own torch is not patched
