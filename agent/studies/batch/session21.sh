@@ -22,7 +22,8 @@ batch_begin
 pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
 step checks 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/benchmarks/test_op_fused_moe.py \
   tests/benchmarks/test_op_top_k_top_p_filter.py tests/benchmarks/test_pdl_seeds.py tests/sandbox/test_timing.py \
-  -k "atomic or radix or pdl"
+  tests/sandbox/test_compile_ahead_gpu.py \
+  -k "atomic or radix or pdl or compile_ahead"
 PYTHONPATH=/tmp/site:$PWD step decode9 300 python3 agent/studies/measure_baselines.py --ops rms_norm,silu_and_mul \
   --rounds 9 --max-minutes 4 --out /tmp/res/decode9/out/h200.md
 PYTHONPATH=/tmp/site:$PWD step gemm_pdl 300 python3 agent/studies/measure_baselines.py --ops gemm \
