@@ -36,3 +36,24 @@ def test_the_check_finds_modules_and_paths_in_continued_lines(tmp_path):
     text = _joined(fake)
     assert _modules(text) == ["agent.studies.no_such_study"]
     assert _paths(text) == ["tests/agent/no_such_test.py"]
+
+
+def _dangling(text: str) -> list[int]:
+    """Lines (1-based) that continue a command, an indented option or path, after a line without the backslash
+    that would continue it (bash then runs them as a command of their own)."""
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines[1:], start=1):
+        first = line.split()[0] if line.strip() else ""
+        if line.startswith(" ") and (first.startswith("-") or "/" in first) and not lines[i - 1].rstrip().endswith("\\"):
+            out.append(i + 1)
+    return out
+
+
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda p: p.name)
+def test_every_continued_line_follows_a_backslash(batch):
+    assert _dangling(batch.read_text()) == [], batch.name
+
+
+def test_a_continuation_without_its_backslash_is_found():
+    assert _dangling("step a 1 python3 -m x \\\n  --ok\nstep b 1 python3 -m y\n  tests/z.py\n  -k q\n") == [4, 5]
