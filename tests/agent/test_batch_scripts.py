@@ -45,7 +45,8 @@ def _dangling(text: str) -> list[int]:
     out = []
     for i, line in enumerate(lines[1:], start=1):
         first = line.split()[0] if line.strip() else ""
-        if line.startswith(" ") and (first.startswith("-") or "/" in first) and not lines[i - 1].rstrip().endswith("\\"):
+        continued = lines[i - 1].rstrip().endswith("\\")
+        if line.startswith(" ") and (first.startswith("-") or "/" in first) and not continued:
             out.append(i + 1)
     return out
 
