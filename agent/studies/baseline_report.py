@@ -209,12 +209,13 @@ def paired_lines(op: str, shapes: dict[str, dict[str, dict]]) -> list[str]:
         return []
     counts = {k: [s for s, (_, v, _) in per.items() if v == k] for k in ("met", "missed", "undecided", "one timing")}
     overall = "missed" if counts["missed"] else "undecided" if counts["undecided"] else "met"
-    bars = "/".join(f"{b:g}x" for b in sorted({b for b, _, _ in per.values()}))
+    distinct = sorted({b for b, _, _ in per.values()})
+    bars = "/".join(f"{b:g}x" for b in distinct)
     lines = [f"- the {bars} target from paired rounds (each round's best-baseline time over the seed's, in the same "
              f"round; a sign-test interval of the median ratio at >= {PAIRED_CONFIDENCE:.0%}; shapes with one timing "
              f"are judged by it in the line above): **{overall}** on the shapes with rounds: "
              + "; ".join(f"{k} on {len(v)}" for k, v in counts.items() if v)]
-    lines += [f"  - {sid}: {v}" + (f" at {b:g}x" if len(bars.split('/')) > 1 else "") + f" ({d})"
+    lines += [f"  - {sid}: {v}" + (f" at {b:g}x" if len(distinct) > 1 else "") + f" ({d})"
               for sid, (b, v, d) in per.items()]
     return lines
 

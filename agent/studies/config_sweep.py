@@ -29,36 +29,34 @@ sys.path.insert(0, str(ROOT))
 SMEM_BYTES = 220 * 1024          # the H200's 227 KB a block, less what the compiler keeps for itself
 
 
-def _gemm_configs(bucket: dict) -> dict:
+def _gemm_configs(seed_configs: dict, bucket: dict) -> dict:
     """One bucket for every M, with the seed's structural switches at their plain values unless set, its
     stream-K settings kept (they apply only when the bucket says STREAM_K=1), and no narrowing of the tile."""
-    import copy
-    seed = copy.deepcopy(_seed_module("gemm").CONFIGS)
     plain = dict(GROUP_M=8, SPLIT_K=1, TMA=0, PERSISTENT=0, WARP_SPECIALIZE=0, FLATTEN=0, STREAM_K=0)
-    seed["buckets"] = [(1 << 62, {**plain, **bucket})]
-    seed["min_programs"] = 0
-    seed["min_block"] = {"BLOCK_M": 16, "BLOCK_N": 16}
-    return seed
+    return {**seed_configs, "buckets": [(1 << 62, {**plain, **bucket})], "min_programs": 0,
+            "min_block": {"BLOCK_M": 16, "BLOCK_N": 16}}
 
 
 def gemm_space():
+    seed = _seed_module("gemm").CONFIGS
     for bm, bn, bk, w, s, g in itertools.product((64, 128), (64, 128, 256), (64, 128), (4, 8), (3, 4, 5), (8,)):
         if (bm * bk + bk * bn) * 2 * s > SMEM_BYTES or (bm == 128 and bn == 256 and w == 4):
             continue
-        yield _gemm_configs(dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=g, num_warps=w, num_stages=s))
+        yield _gemm_configs(seed, dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=g, num_warps=w, num_stages=s))
 
 
 def gemm_decode_space():
     """M <= 64 is a stream of the weight b: tiles one tile row tall, narrow to wide in N, K steps up to 1 KB of
     a b row (DRAM pages), every pipeline depth that fits, pointer and TMA loads; stream-K where the tiles leave
     SMs idle."""
+    seed = _seed_module("gemm").CONFIGS
     for bn, bk, s, tma in itertools.product((32, 64, 128), (128, 256, 512), (2, 3, 4, 5, 6), (0, 1)):
         if (64 * bk + bk * bn) * 2 * s > SMEM_BYTES:
             continue
         for w in ((4, 8) if bn == 128 else (4,)):
             for sk in ((0, 1) if bn == 128 else (0,)):
-                yield _gemm_configs(dict(BLOCK_M=64, BLOCK_N=bn, BLOCK_K=bk, TMA=tma, STREAM_K=sk, num_warps=w,
-                                         num_stages=s))
+                yield _gemm_configs(seed, dict(BLOCK_M=64, BLOCK_N=bn, BLOCK_K=bk, TMA=tma, STREAM_K=sk,
+                                               num_warps=w, num_stages=s))
 
 
 def silu_space():
@@ -93,8 +91,6 @@ def _label(cfg: dict) -> str:
 def confirm(fn, mod, candidates: list[dict], sets: list[dict], base, rounds: int) -> list[dict]:
     """Each candidate config (and the seed as committed, and the baseline) timed once a round, round-robin,
     `rounds` rounds: [{"label", "cfg", "t_us" (median of the rounds), "rounds_us"}], fastest first."""
-    import statistics
-
     from sandbox.timing import time_call
     committed = mod.CONFIGS
     entries = [{"label": "seed", "cfg": committed}] + [{"label": f"#{i + 1}", "cfg": c} for i, c in

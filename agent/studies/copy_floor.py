@@ -43,9 +43,9 @@ def plan(ops, max_t: int) -> list[dict]:
             tokens = dims.get("T", dims.get("B"))
             if tokens is None or int(tokens) > max_t:
                 continue
-            q_bytes = float(spec.work(shape)[1])
-            t_roof_us = roofline(*spec.work(shape), hw).t_roof_s * 1e6
-            rows.append({"op": op, "shape": shape.id, "dims": dims, "bytes": q_bytes, "t_roof_us": t_roof_us})
+            work = spec.work(shape)
+            rows.append({"op": op, "shape": shape.id, "dims": dims, "bytes": float(work[1]),
+                         "t_roof_us": roofline(*work, hw).t_roof_s * 1e6})
     return rows
 
 
