@@ -135,7 +135,7 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
     from sandbox.timing import time_call
@@ -144,7 +144,7 @@ def main() -> int:
     spec = load_operator(op)
     mod = _seed_module(op)
     fn = getattr(mod, op)
-    hw = load_hardware("h200")
+    hw = study_hardware()
     wanted = [x for x in args.shapes.split(",") if x]
     shapes = [sh for sh in spec.shapes if sh.id in wanted] if wanted else list(spec.select("hot"))
     results = []

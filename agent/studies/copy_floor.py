@@ -31,10 +31,10 @@ INPUT_SETS = 4
 
 def plan(ops, max_t: int) -> list[dict]:
     """The decode-size hot shapes (the token dimension T <= max_t) of `ops` and their bytes moved."""
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
-    hw = load_hardware("h200")
+    hw = study_hardware()
     rows = []
     for op in ops:
         spec = load_operator(op)

@@ -212,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", default=",".join(ISSUE_OPS),
                     help=f"comma-separated operators, or 'all' (default: {','.join(ISSUE_OPS)})")
     ap.add_argument("--shape-set", default="hot")
-    ap.add_argument("--hardware", default="h200", help="datasheet profile for T_roof (configs/hardware)")
+    ap.add_argument("--hardware", default="auto",
+                    help="datasheet profile for T_roof (configs/hardware; auto: the GPU it runs on)")
     ap.add_argument("--only", default="", help="comma-separated implementations to run beside the seed")
     ap.add_argument("--no-variants", action="store_true", help="the seed as committed only")
     ap.add_argument("--slow-baselines", action="store_true",
@@ -231,14 +232,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
     from agent.studies.baseline_report import render
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import list_operators, load_operator
     device = "cpu" if args.dry_run else "cuda"
     if device == "cuda" and not torch.cuda.is_available():
         print("error: no CUDA GPU visible; use --dry-run on the CPU", file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False   # as the sandbox worker
-    hw = load_hardware(args.hardware)
+    hw = study_hardware(args.hardware)
     ops = list_operators() if args.ops == "all" else [o for o in args.ops.split(",") if o]
     only = set(args.only.split(",")) if args.only else None
     records_dir = args.out.parent / (args.out.stem + "_records")

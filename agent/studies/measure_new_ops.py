@@ -231,11 +231,11 @@ def run(ops, max_shapes: int, reps: int, command: str, variants: bool = False, d
     the seed, its variants and eager checked, nothing timed or compiled."""
     import torch
     import triton
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
 
-    hw = load_hardware("h200")
+    hw = study_hardware()
     device = "cpu" if dry_run else "cuda"
     if dry_run:
         floor_us = math.nan

@@ -135,10 +135,10 @@ def measure_table(src, configs, shapes, hw, workers, deadline: float, save, tabl
 
 def per_shape_table(table, shape, floor_s):
     """The table scored on one shape: attainment min(1, T_ref / t) with T_ref = max(roofline, floor)."""
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
-    t_ref_us = max(roofline(*load_operator("fused_moe").work(shape), load_hardware("h200")).t_roof_s, floor_s) * 1e6
+    t_ref_us = max(roofline(*load_operator("fused_moe").work(shape), study_hardware()).t_roof_s, floor_s) * 1e6
     out = {}
     for key, v in table.items():
         t = (v.get("t_us") or {}).get(shape.id) if v["score"] is not None else None
@@ -158,10 +158,10 @@ def replay_search(src, table, shapes, budget, seed):
     start_key = config_key(read_configs(src).value)
     inc_src, inc = src, table[start_key]["score"]
 
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
-    spec, hw = load_operator("fused_moe"), load_hardware("h200")
+    spec, hw = load_operator("fused_moe"), study_hardware()
     bounds = {s.id: roofline(*spec.work(s), hw).bound for s in shapes}   # what the sandbox would report
 
     def result(score):
@@ -223,7 +223,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=20, help="replays of search and random")
     args = ap.parse_args()
     from agent.proposers.search_space import config_key, enumerate_space, read_configs
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     spec = load_operator("fused_moe")
     shapes = sorted(spec.select("hot"), key=lambda s: -s.weight)[: args.shapes]
@@ -243,7 +243,7 @@ def main() -> int:
     else:
         deadline = time.time() + args.max_minutes * 60
         earlier = json.loads(args.resume_table.read_text())["table"] if args.resume_table else None
-        table, floor = measure_table(src, configs, shapes, load_hardware("h200"), args.workers, deadline, save,
+        table, floor = measure_table(src, configs, shapes, study_hardware(), args.workers, deadline, save,
                                      earlier)
         save(table, floor)
         env = _env()

@@ -37,10 +37,10 @@ class TableScorer:
     """Weighted attainment of a bucketed fused_moe CONFIGS, composed from the flat-config table."""
 
     def __init__(self, table: dict, shapes, floor_s: float | None = None):
-        from benchmarks.hardware import load_hardware
+        from benchmarks.hardware import study_hardware
         from benchmarks.registry import load_operator
         from benchmarks.roofline import roofline
-        spec, hw = load_operator("fused_moe"), load_hardware("h200")
+        spec, hw = load_operator("fused_moe"), study_hardware()
         floor_s = table.get("floor_s") if floor_s is None else floor_s
         self.shapes = [s for s in shapes if s.id in table["shapes"]]
         roofs = {s.id: roofline(*spec.work(s), hw) for s in self.shapes}

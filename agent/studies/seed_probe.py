@@ -34,13 +34,13 @@ def main() -> int:
     args = ap.parse_args()
     import torch
 
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import list_operators, load_operator
     from benchmarks.roofline import roofline
     from sandbox.timing import measure_floor, time_call
 
     torch.backends.cuda.matmul.allow_tf32 = False
-    hw = load_hardware("h200")
+    hw = study_hardware()
     floor = measure_floor()
     print(f"floor {floor * 1e6:.2f} us; GPU {torch.cuda.get_device_name()}", flush=True)
     rows = []

@@ -206,9 +206,12 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # at every B): 16 ways everywhere as before, and 8 from 64 rows
         ("many_rows_off", {"MANY_ROWS_MIN_B": 0}),
         ("many_rows_ways8", {"MANY_ROWS.SPLIT_WAYS": 8}),
-        ("topk_radix", {"TOPK_RADIX": 1}),          # t_k by radix select: 4 launches, not 8 (16 ways) or 16 (4)
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
-        ("topk_radix_pdl", {"TOPK_RADIX": 1, "PDL": 1}),
+        # radix select for t_k from 64 rows and PDL below them (2026-12-05, H100): against the search, radix at
+        # every B, PDL nowhere and PDL from 64 rows too
+        ("topk_search", {"MANY_ROWS.TOPK_RADIX": 0}),
+        ("topk_radix_everywhere", {"TOPK_RADIX": 1}),
+        ("pdl_off", {"PDL": 0}),
+        ("many_rows_pdl", {"MANY_ROWS.PDL": 1}),
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one
@@ -251,12 +254,14 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("two_pass", {"ONE_READ": 0}),                                       # the seed before 2026-12-04
         ("one_read_everywhere", {"ONE_READ_MIN_BYTES": 0}),
         ("one_read_b4096_w4", {"ONE_READ_BLOCK": 4096, "ONE_READ_WARPS": 4}),
-        ("one_read_b8192_w4", {"ONE_READ_WARPS": 4}),
+        # (one_read_b8192_w4, 4 warps: retired, 0.99-1.01 of the seed's time on every hot shape, H100, 2026-12-05)
         # the two passes at T = 64 (19 MB, where they stay): 512 programs of 5 steps each ran at 40-44% of DRAM
         # bandwidth and 44% occupancy, long-scoreboard bound (ncu, 2026-12-04); more, shorter programs
         ("programs2048", {"TARGET_PROGRAMS": 2048}),
         ("programs4096_w4", {"TARGET_PROGRAMS": 4096, "num_warps": 4}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        # PDL for an x of at most 4 MB (2026-12-05, H100): against none and every call
+        ("pdl_off", {"PDL": 0}),
+        ("pdl_every_call", {"PDL": 2}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [
@@ -304,9 +309,11 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("sentinel_tiles", lambda c: c.update(fill=0, map_tile=32)),
         ("decode_w8", _buckets(0, 512, num_warps=8)),
         ("decode_w2", _buckets(0, 512, num_warps=2)),
-        ("decode_match", _buckets(0, 512, RANK=2)),
         ("large_c512_w8", _buckets(513, 1 << 62, CHUNK=512, num_warps=8)),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        # PDL where a call launches two kernels (2026-12-05, H100): against none and every launch. (decode_match,
+        # RANK=2 at P <= 512, retired here: 25-26 us at T = 64 against the seed's 4.7-5.1, H100, 2026-12-05.)
+        ("pdl_off", {"PDL": 0}),
+        ("pdl_every_launch", {"PDL": 2}),
     ],
     # T = 1024 at H = 128 (64 programs of 16 rows) lost to torch.compile (3.04 against 2.19 us): now 4 rows a
     # one-warp program and at least min_programs programs; the seed before 2026-12-03, FAST's instructions

@@ -72,13 +72,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("home", type=Path, help="the run's AKA_HOME (its audit.db)")
     ap.add_argument("--run", default=None, help="run id (default: the newest run that ended)")
     ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds (sandbox.ab_rounds)")
-    ap.add_argument("--hardware", default="h200", help="ceilings for T_roof (configs/hardware; datasheet)")
+    ap.add_argument("--hardware", default="auto",
+                    help="ceilings for T_roof (configs/hardware; datasheet; auto: the GPU it runs on)")
     ap.add_argument("--out", type=Path, required=True, help="JSON to write")
     args = ap.parse_args(argv)
     if args.rounds < 4:
         raise SystemExit(f"--rounds {args.rounds}: the paired test needs at least 4 rounds")
     from agent.acceptance import paired_decision, round_scores
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.spec import Shape
     from sandbox import EvalRequest
     from sandbox.session import Sandbox
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{run_id}: the final kernel is the seed (nothing was accepted); nothing to compare")
         args.out.write_text(json.dumps({"run_id": run_id, "same_kernel": True}, indent=1))
         return 0
-    hardware = load_hardware(args.hardware)
+    hardware = study_hardware(args.hardware)
     shapes = tuple(Shape.make(**{**s, "dims": dict(s["dims"])}) for s in start.shapes)
     settings = dataclasses.replace(SandboxSettings(), ab_rounds=args.rounds)
     req = EvalRequest(op=start.op, source=seed, shapes=shapes, hardware=hardware, settings=settings,

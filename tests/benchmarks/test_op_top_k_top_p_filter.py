@@ -394,7 +394,10 @@ def test_seed_matches_reference_exactly_on_the_gpu(spec, seed, dims):
                                   {"B": 3, "V": 2000}])
 def test_radix_top_k_gives_the_searchs_bytes_on_the_gpu(spec, seed, dims, monkeypatch):
     inputs = spec.make_inputs(dims, "bf16", seed=5, device="cuda")
+    monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", 0)              # the search at every B (MANY_ROWS too)
+    monkeypatch.setitem(seed.CONFIGS, "MANY_ROWS", {**seed.CONFIGS["MANY_ROWS"], "TOPK_RADIX": 0})
     by_search = seed.top_k_top_p_filter(**inputs)
     monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", 1)
+    monkeypatch.setitem(seed.CONFIGS, "MANY_ROWS", {**seed.CONFIGS["MANY_ROWS"], "TOPK_RADIX": 1})
     assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
     assert tolerance_failures(by_search, spec.reference(**inputs), spec.tolerance("bf16")) == []

@@ -37,12 +37,17 @@ CONFIGS = {
     "match_tile": 32,        # RANK=2: earlier lanes compared per step ([CHUNK, match_tile] in registers)
     "fill": 1,               # one program: the sentinel over [0, n_post_pad) before the pairs, not per expert
     "fill_tile": 1024,       # sentinel slots per step of that fill
-    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
-    # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
-    # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
-    "PDL": 0,
+    # Programmatic dependent launch on GPUs that have it (compute capability 9+): a kernel may start while the one
+    # before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one start
+    # at once (gdc_launch_dependents). 1: where the call launches two kernels (the count, then the placement),
+    # which then overlap; 2: every launch, one-launch calls too; 0: none. On an H100 (2026-12-05,
+    # benchmarks/results/session22_h100.md, one timing a shape, PDL on every launch) it took 0.85 / 0.83 of the
+    # time at T = 256 (two launches: 5.20 / 5.19 us at E = 128 / 256 against 6.09 / 6.22), and 0.98-1.04 at
+    # T = 16-64 (one launch: 3.03 / 4.84 / 5.28 against 3.09 / 4.74 / 5.06, where there is nothing of its own to
+    # overlap). Not yet timed on the H200.
+    "PDL": 1,
 }
-SEARCH_SPACE = {"RANK": [0, 1, 2], "CHUNK": [128, 256, 512, 1024, 2048, 4096], "fill": [0, 1], "PDL": [0, 1]}
+SEARCH_SPACE = {"RANK": [0, 1, 2], "CHUNK": [128, 256, 512, 1024, 2048, 4096], "fill": [0, 1], "PDL": [0, 1, 2]}
 
 
 @triton.jit
@@ -209,7 +214,7 @@ def moe_align_block_size(topk_ids, E=128, block=16):
     # With the fill there are no sentinel tiles: one tile of every expert writes the expert_ids entries.
     expert_tile = experts if fill else min(experts, max(1, CONFIGS["pad_tile"] // block))
     match_tile = min(chunk, CONFIGS["match_tile"])
-    pdl = _pdl(topk_ids)
+    pdl = _pdl(topk_ids) and (num_chunks > 1 or CONFIGS["PDL"] == 2)
     if num_chunks > 1:
         _moe_align_block_size_count_kernel[(num_chunks,)](topk_ids, *strides, counts, P, K=k, CHUNK=chunk,
                                                           NUM_BINS=num_bins, USE_PDL=pdl, launch_pdl=pdl,

@@ -72,16 +72,21 @@ CONFIGS = {
     "ONE_READ_MIN_BLOCK": 2048,
     "ONE_READ_WARPS": 8,
     "ONE_READ_MAX_SPINS": 1 << 22,
-    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
-    # the one before it in the stream finishes (pass 2 while pass 1 drains), waits for it (gdc_wait) before its
-    # first load and lets the next one start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
-    "PDL": 0,
+    # Programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while the
+    # one before it in the stream finishes (pass 2 while pass 1 drains), waits for it (gdc_wait) before its first
+    # load and lets the next one start at once (gdc_launch_dependents). 1: for an x of at most PDL_MAX_BYTES;
+    # 2: every call; 0: none. On an H100 (2026-12-05, benchmarks/results/session22_h100.md, one timing a shape,
+    # PDL on every call) it took 0.79 / 0.80 of the time at T = 2 (1.0-1.2 MB, two passes of about 2.5 us:
+    # 4.00 / 4.31 us at V = 129280 / 151936 against 5.08 / 5.42), 1.03 at T = 64 (19-23 MB, two passes:
+    # 29.98 / 25.10 against 29.22 / 24.27) and 1.00 at T = 256 (the one-read path). Not yet timed on the H200.
+    "PDL": 1,
+    "PDL_MAX_BYTES": 4 << 20,
 }
 SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1], "GROUP": [1, 4, 8], "STORE_CS": [0, 1],
                 "STAGES": [1, 2, 3],
                 "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20],
                 "ONE_READ": [0, 1], "ONE_READ_MIN_BYTES": [0, 24 << 20, 48 << 20],
-                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16], "PDL": [0, 1]}
+                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16], "PDL": [0, 1, 2]}
 
 
 @triton.jit
@@ -225,7 +230,7 @@ def _softmax_rows(x, y, part, block_v: int) -> None:
     chunk, splits = _split(T, V, block_v)
     part = part[:T * splits * 2]
     grid = (T, splits)
-    pdl = _pdl(x)
+    pdl = _pdl_for(x)
     _softmax_partials_kernel[grid](x, part, V, x.stride(0), chunk, splits, BLOCK_V=block_v,
                                    EVICT_LAST=CONFIGS["PASS1_EVICT_LAST"], GROUP=CONFIGS["GROUP"],
                                    STAGES=CONFIGS["STAGES"], USE_PDL=pdl, launch_pdl=pdl,
@@ -239,6 +244,11 @@ def _softmax_rows(x, y, part, block_v: int) -> None:
 def _pdl(t) -> bool:
     """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
     return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+
+
+def _pdl_for(x) -> bool:
+    """Whether this call launches with PDL: _pdl, and x at most PDL_MAX_BYTES unless PDL is 2 (every call)."""
+    return _pdl(x) and (CONFIGS["PDL"] == 2 or x.numel() * x.element_size() <= CONFIGS["PDL_MAX_BYTES"])
 
 
 def _one_read_block(T: int, V: int) -> int:
@@ -266,7 +276,7 @@ def _softmax_one_read(x, y, block: int) -> None:
     T, V = x.shape
     splits = triton.cdiv(V, block)
     ws = torch.full((1 + T * splits,), -1, dtype=torch.int64, device=x.device)
-    pdl = _pdl(x)
+    pdl = _pdl_for(x)
     _softmax_one_read_kernel[(T * splits,)](x, ws, y, V, x.stride(0), y.stride(0), splits,
                                              CONFIGS["ONE_READ_MAX_SPINS"], BLOCK=block,
                                              BLOCK_S=triton.next_power_of_2(splits), USE_PDL=pdl, launch_pdl=pdl,

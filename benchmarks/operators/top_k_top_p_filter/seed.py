@@ -78,16 +78,23 @@ CONFIGS = {
     # V129280, 2029.6 / 1735.6 / 1732.5 at B = 256, against 795.0 / 645.1 and 2881.2 / 2502.8 / 2461.7; 8 ways
     # 0.73-0.83), and 1.6x slower at B = 2 (107.5 against 66.9 us), where a pass is about one launch and 4 ways
     # take twice the launches (H200, 2026-12-04, new_ops_h200.md). 64 is the smallest B timed with it.
+    # TOPK_RADIX and PDL (below) are set here for many rows: radix select on, PDL off (2026-12-05, H100).
     "MANY_ROWS_MIN_B": 64,
-    "MANY_ROWS": {"SPLIT_WAYS": 4},
-    # TOPK_RADIX (the docstring): the split path's top-k by radix select, 4 launches. 0: the WAYS-way search, as
-    # timed on the H200; 1 not yet timed there (the variant `topk_radix`).
+    "MANY_ROWS": {"SPLIT_WAYS": 4, "TOPK_RADIX": 1, "PDL": 0},
+    # TOPK_RADIX (the docstring): the split path's top-k by radix select, 4 launches; 0: the WAYS-way search. On
+    # an H100 (2026-12-05, benchmarks/results/session22_h100.md, one timing a shape) radix select took 0.90-0.95
+    # of the search's time at B = 64 and 256 (the variant `topk_radix`: 535.1 / 436.0 us at B64-V151936 /
+    # V129280 against 578.0 / 461.3, 2033 / 1752 / 1736 at B = 256 against 2252 / 1918 / 1913), and 1.01-1.05
+    # of it at B = 2 (70.9 / 76.9 against 67.8 / 76.1): on from MANY_ROWS_MIN_B rows only. Not yet timed on
+    # the H200.
     "TOPK_RADIX": 0,
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each pass may start while
     # the one before it drains, waits for it (gdc_wait) before its first load and lets the next one start at once
-    # (gdc_launch_dependents): at B = 2 a pass is about one launch (17 of them in 67 us). Not yet timed (the
-    # variant `pdl`).
-    "PDL": 0,
+    # (gdc_launch_dependents). At B = 2 a pass is about one launch (17 of them): there PDL took 0.94 / 0.87 of
+    # the time (63.7 / 65.9 us at B2-V129280 / V151936 against 67.8 / 76.1, H100, 2026-12-05); from 64 rows a
+    # pass is compute-bound and PDL was within noise or slower (507.4 against 461.3 at B64-V129280): off there
+    # (MANY_ROWS). Not yet timed on the H200.
+    "PDL": 1,
 }
 SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1]}
 
@@ -482,7 +489,7 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     z = ws[2 * nw + nc:2 * nw + 2 * nc].view(torch.float32)
     st = ws[2 * nw + 2 * nc:].view(2, -1)
     grid = (B, N)
-    pdl = _pdl(logits)
+    pdl = _pdl(logits, cfg)
     meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=cfg["SPLIT_num_warps"])
     local = dict(LOCAL_ACC=cfg["LOCAL_ACC"])
     radix = 1 if cfg["TOPK_RADIX"] else 0
@@ -511,9 +518,10 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
                               st[(t - 1) % 2], **meta, USE_PDL=pdl, launch_pdl=pdl)
 
 
-def _pdl(t) -> bool:
-    """CONFIGS["PDL"] on a GPU with programmatic dependent launch (compute capability 9 and later)."""
-    return bool(CONFIGS["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
+def _pdl(t, cfg=None) -> bool:
+    """cfg["PDL"] (CONFIGS' by default; the split path passes its settings for B rows) on a GPU with programmatic
+    dependent launch (compute capability 9 and later)."""
+    return bool((cfg or CONFIGS)["PDL"]) and t.is_cuda and torch.cuda.get_device_capability(t.device)[0] >= 9
 
 
 def _passes(ways: int) -> int:
