@@ -212,6 +212,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("topk_radix_everywhere", {"TOPK_RADIX": 1}),
         ("pdl_off", {"PDL": 0}),
         ("many_rows_pdl", {"MANY_ROWS.PDL": 1}),
+        ("tile_skip", {"TILE_SKIP": 1}),                 # tiles below t_k or the cuts skipped (2026-12-05, untimed)
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one

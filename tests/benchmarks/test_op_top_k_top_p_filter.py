@@ -334,6 +334,29 @@ def test_the_seed_variants_are_exact_at_an_interpreter_shape(spec):
 
 
 @pytest.mark.interpreter
+@pytest.mark.parametrize("splits, block, local, radix", [(4, 128, 0, 0), (9, 64, 1, 1), (5, 64, 1, 0)])
+def test_tile_skip_gives_the_same_bytes(spec, seed, monkeypatch, splits, block, local, radix):
+    """TILE_SKIP: tiles below t_k or the cuts, and rows with p >= 1, skipped in the top-p passes and read as
+    -inf by the write pass; the hand rows (ties at both cuts, -inf entries, k above V) and seeded ones."""
+    V = 1030
+    _split_config(seed, monkeypatch, splits, block)
+    monkeypatch.setitem(seed.CONFIGS, "LOCAL_ACC", local)
+    monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", radix)
+    x, k, p = _hand_rows(V)
+    seeded = spec.make_inputs({"B": 5, "V": V}, "fp32", seed=8)
+    for rows in ([0, 1, 2], [3, 4, 5]):
+        args = (x[rows].contiguous(), k[rows].contiguous(), p[rows].contiguous())
+        for inputs in (args, (seeded["logits"][:3], seeded["k"][:3], seeded["p"][:3])):
+            monkeypatch.setitem(seed.CONFIGS, "TILE_SKIP", 0)
+            every_tile = seed.top_k_top_p_filter(*inputs)
+            monkeypatch.setitem(seed.CONFIGS, "TILE_SKIP", 1)
+            assert torch.equal(seed.top_k_top_p_filter(*inputs), every_tile), rows
+    ref = spec.reference(**{n: t[:3] for n, t in seeded.items()})
+    assert tolerance_failures(seed.top_k_top_p_filter(*(seeded[n][:3] for n in ("logits", "k", "p"))), ref,
+                              spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
 def test_radix_select_finds_the_kth_key_where_keys_share_their_high_bytes(spec, seed, monkeypatch):
     """Logits one ulp apart (every key shares its top two bytes with the others, so the low bytes decide) and
     values on both sides of zero (the sign bit's flip orders negative keys below positive ones)."""
@@ -356,9 +379,9 @@ def test_the_radix_kernels_build_for_hopper_without_spills(spec, seed):
     path's tile and warps, for both tables' ways: no stack, no local memory (the [RED, 256] partial sums)."""
     cfg = seed.CONFIGS
     topk = {"x_ptr": "*fp32", "k_ptr": "*i32", "mx_ptr": "*fp32", "h_in": "*i32", "h_out": "*i32", "st_in": "*i32",
-            "st_out": "*i32"}
+            "st_out": "*i32", "tmx_ptr": "*fp32"}
     topp = {"x_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "mx_ptr": "*fp32", "z_ptr": "*fp32", "cnt_in": "*i32",
-            "acc_in": "*fp32", "acc_out": "*fp32", "st_in": "*i32", "st_out": "*i32"}
+            "acc_in": "*fp32", "acc_out": "*fp32", "st_in": "*i32", "st_out": "*i32", "tmx_ptr": "*fp32"}
     block, warps = cfg["SPLIT_BLOCK_V"], cfg["SPLIT_num_warps"]
     compiles = [{"kernel": "_split_topk_radix_kernel", "types": topk, "aligned": list(topk), "num_warps": warps,
                  "num_stages": 1, "constexprs": dict(BLOCK_V=block, BINS=seed._RADIX_BINS, RED=seed._RED,
@@ -368,6 +391,10 @@ def test_the_radix_kernels_build_for_hopper_without_spills(spec, seed):
             compiles.append({"kernel": "_split_topp_kernel", "types": topp, "aligned": list(topp), "num_warps": warps,
                              "num_stages": 1, "constexprs": dict(BLOCK_V=block, WAYS=ways, RED=seed._RED, FIRST=True,
                                                                  LOCAL_ACC=local, RADIX=1, BINS=seed._RADIX_BINS)})
+    # TILE_SKIP's top-p pass (its tiles under a branch) at the many-rows table's ways
+    compiles.append({"kernel": "_split_topp_kernel", "types": topp, "aligned": list(topp), "num_warps": warps,
+                     "num_stages": 1, "constexprs": dict(BLOCK_V=block, WAYS=cfg["MANY_ROWS"]["SPLIT_WAYS"],
+                                                         RED=seed._RED, FIRST=False, LOCAL_ACC=1, TILE_SKIP=True)})
     results = hopper_compile.compile_for_hopper(spec.seed_path, compiles)
     assert len(results) == len(compiles)
     for c, r in zip(compiles, results):

@@ -19,7 +19,7 @@ IDS = {"ids_ptr": "*i32", "counts_ptr": "*i32", "cursor_ptr": "*i32", "sorted_pt
 
 TOPK = {"x_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "y_ptr": "*fp32", "mx_ptr": "*fp32", "z_ptr": "*fp32",
         "cnt_in": "*i32", "cnt_out": "*i32", "h_in": "*i32", "h_out": "*i32", "acc_in": "*fp32", "acc_out": "*fp32",
-        "st_in": "*i32", "st_out": "*i32"}
+        "st_in": "*i32", "st_out": "*i32", "tmx_ptr": "*fp32"}
 
 MOE = {"hidden_ptr": "*bf16", "w1_ptr": "*bf16", "inter_ptr": "*bf16", "w2_ptr": "*bf16", "partial_ptr": "*bf16",
        "out_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",

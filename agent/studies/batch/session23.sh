@@ -1,7 +1,8 @@
 # Session 23's batch (written 2026-12-05 without a device): time session 22's new defaults on whichever card comes
 # (the H200 first if it can: session 22's were on an H100), beside the defaults they replaced (the variants
 # pdl_off, topk_search, ...), then what session 22b did not reach. About 20 minutes; most decisive first.
-#   defaults  softmax, moe_align_block_size and top_k_top_p_filter as committed, with their variants
+#   defaults  softmax, moe_align_block_size and top_k_top_p_filter as committed, with their variants (top_k's
+#             `tile_skip`, written in session 22 and untimed, among them)
 #   pdl_left  the `pdl` variant of the four operators session 22b did not reach (moe_topk_softmax's 90 s ran out)
 #   quant16   rms_norm_quant_fp8's variants (w16: the H100 and the H200 disagreed)
 #   gemm      gemm's seed beside cuBLAS and torch.compile, 5 rounds up to 60 us (ceilings of the card it runs on)

@@ -95,8 +95,13 @@ CONFIGS = {
     # pass is compute-bound and PDL was within noise or slower (507.4 against 461.3 at B64-V129280): off there
     # (MANY_ROWS). Not yet timed on the H200.
     "PDL": 1,
+    # TILE_SKIP=1 (the split path, exact): the first top-k pass keeps each tile's max; a top-p pass skips a tile
+    # whose max is below t_k (the first) or at most its lowest cut (the others), every top-p pass skips a row
+    # with p >= 1, and the write pass stores -inf without reading a tile whose max is below the threshold. A row
+    # with k = 20-50 has entries >= t_k in at most that many of its ~300 tiles. Not yet timed (`tile_skip`).
+    "TILE_SKIP": 0,
 }
-SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1]}
+SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1], "TILE_SKIP": [0, 1]}
 
 
 @triton.jit
@@ -260,9 +265,9 @@ def _radix_step(prefix, rank, hist, BINS: tl.constexpr):
 
 
 @triton.jit
-def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_out, st_in, st_out,
+def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_out, st_in, st_out, tmx_ptr, NT,
                              BLOCK_V: tl.constexpr, BINS: tl.constexpr, RED: tl.constexpr, SHIFT: tl.constexpr,
-                             FIRST: tl.constexpr, USE_PDL: tl.constexpr = False):
+                             FIRST: tl.constexpr, TILE_SKIP: tl.constexpr = False, USE_PDL: tl.constexpr = False):
     """TOPK_RADIX: the histogram of key byte SHIFT / 8 over chunk c of row b, counting only the keys whose bits
     above it are the prefix chosen so far (the first pass: every key, and it keeps the chunk's max). Keys are
     the order-preserving int32 keys with the sign bit flipped, so they order as unsigned integers."""
@@ -299,6 +304,8 @@ def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_o
         outside += (in_play == 0).to(tl.int32)
         if FIRST:
             mx = tl.maximum(mx, x)
+            if TILE_SKIP:
+                tl.store(tmx_ptr + row * NT + off // BLOCK_V, tl.max(x, axis=0))
     h -= tl.where(bins == 0, tl.sum(outside, 0), 0)
     tl.store(h_out + (row * N + c) * BINS + bins, h)
     if FIRST:
@@ -309,9 +316,9 @@ def _split_topk_radix_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, h_in, h_o
 
 
 @triton.jit
-def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out, st_in, st_out,
+def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out, st_in, st_out, tmx_ptr, NT,
                        BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr, FIRST: tl.constexpr,
-                       LOCAL_ACC: tl.constexpr, USE_PDL: tl.constexpr = False):
+                       LOCAL_ACC: tl.constexpr, TILE_SKIP: tl.constexpr = False, USE_PDL: tl.constexpr = False):
     """One top-k pass over chunk c of row b: apply the previous pass's summed counts, count this pass's
     candidates in the chunk (the first pass starts from the whole float range and keeps the chunk's max)."""
     if USE_PDL:
@@ -346,6 +353,8 @@ def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out
             cnt += tl.sum((x[:, None] >= tf[None, :]).to(tl.int32), axis=0)
         if FIRST:
             mx = tl.maximum(mx, x)
+            if TILE_SKIP:
+                tl.store(tmx_ptr + row * NT + off // BLOCK_V, tl.max(x, axis=0))
     if LOCAL_ACC:
         cnt = tl.sum(cnt_2d, axis=0)
     tl.store(cnt_out + (row * N + c) * WAYS + ways, cnt)
@@ -357,10 +366,24 @@ def _split_topk_kernel(x_ptr, k_ptr, V, stride_x, CH, N, mx_ptr, cnt_in, cnt_out
 
 
 @triton.jit
+def _topp_tile(x_row, off, cols, end, t_k, top, tf, acc_2d, acc, z, FIRST: tl.constexpr, LOCAL_ACC: tl.constexpr):
+    """One tile of a top-p pass: the masses above each cut tf (and the first pass's normalizer part)."""
+    x = tl.load(x_row + off + cols, mask=off + cols < end, other=float("-inf"))
+    e = tl.where(x >= t_k, tl.exp(x - top), 0.0)       # padding: exp(-inf) = 0
+    if LOCAL_ACC:
+        acc_2d += tl.where(x[:, None] > tf[None, :], e[:, None], 0.0)
+    else:
+        acc += tl.sum(tl.where(x[:, None] > tf[None, :], e[:, None], 0.0), axis=0)
+    if FIRST:
+        z += e
+    return acc_2d, acc, z
+
+
+@triton.jit
 def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, cnt_in, acc_in, acc_out,
-                       st_in, st_out, BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
+                       st_in, st_out, tmx_ptr, NT, BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
                        FIRST: tl.constexpr, LOCAL_ACC: tl.constexpr, RADIX: tl.constexpr = 0,
-                       BINS: tl.constexpr = 256, USE_PDL: tl.constexpr = False):
+                       BINS: tl.constexpr = 256, TILE_SKIP: tl.constexpr = False, USE_PDL: tl.constexpr = False):
     """One top-p pass over chunk c of row b. The first finishes t_k from the last top-k counts (RADIX: the
     last byte's histograms, in cnt_in) and also sums the chunk's part of the normalizer; the others apply the
     previous pass's summed masses."""
@@ -398,15 +421,19 @@ def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, c
     acc = tl.zeros([WAYS], dtype=tl.float32)
     acc_2d = tl.zeros([BLOCK_V, WAYS], dtype=tl.float32)
     z = tl.zeros([BLOCK_V], dtype=tl.float32)
+    # TILE_SKIP: a tile adds nothing where its max is below t_k (every e is 0), in a later pass where it is at most
+    # the lowest cut (x > tf nowhere; z is summed in the first only), and where p >= 1 (top-p is off: the write
+    # pass keeps x >= t_k without these sums). Skipping it leaves every sum the same, bit for bit.
+    skip_row = tl.load(p_ptr + row) >= 1.0
+    tf_low = tl.min(tf, axis=0)
     for off in range(start, end, BLOCK_V):
-        x = tl.load(x_row + off + cols, mask=off + cols < end, other=float("-inf"))
-        e = tl.where(x >= t_k, tl.exp(x - top), 0.0)       # padding: exp(-inf) = 0
-        if LOCAL_ACC:
-            acc_2d += tl.where(x[:, None] > tf[None, :], e[:, None], 0.0)
+        if TILE_SKIP:
+            tmax = tl.load(tmx_ptr + row * NT + off // BLOCK_V)
+            live = (tmax >= t_k) if FIRST else (tmax > tf_low)
+            if (live.to(tl.int32) - skip_row.to(tl.int32)) > 0:
+                acc_2d, acc, z = _topp_tile(x_row, off, cols, end, t_k, top, tf, acc_2d, acc, z, FIRST, LOCAL_ACC)
         else:
-            acc += tl.sum(tl.where(x[:, None] > tf[None, :], e[:, None], 0.0), axis=0)
-        if FIRST:
-            z += e
+            acc_2d, acc, z = _topp_tile(x_row, off, cols, end, t_k, top, tf, acc_2d, acc, z, FIRST, LOCAL_ACC)
     if LOCAL_ACC:
         acc = tl.sum(acc_2d, axis=0)
     tl.store(acc_out + (row * N + c) * WAYS + ways, acc)
@@ -419,9 +446,9 @@ def _split_topp_kernel(x_ptr, k_ptr, p_ptr, V, stride_x, CH, N, mx_ptr, z_ptr, c
 
 
 @triton.jit
-def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr, acc_in, st_in,
+def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr, acc_in, st_in, tmx_ptr, NT,
                         BLOCK_V: tl.constexpr, WAYS: tl.constexpr, RED: tl.constexpr,
-                        USE_PDL: tl.constexpr = False):
+                        TILE_SKIP: tl.constexpr = False, USE_PDL: tl.constexpr = False):
     """The last pass: apply the last top-p masses, then write chunk c of row b (x where x >= the threshold)."""
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
@@ -443,7 +470,12 @@ def _split_write_kernel(x_ptr, p_ptr, y_ptr, V, stride_x, stride_y, CH, N, z_ptr
     end = tl.minimum(start + CH, V)
     for off in range(start, end, BLOCK_V):
         mask = off + cols < end
-        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        if TILE_SKIP:
+            # a tile whose max is below the threshold is all -inf: written without reading it
+            keep = tl.load(tmx_ptr + row * NT + off // BLOCK_V) >= thr
+            x = tl.load(x_row + off + cols, mask=mask & (cols < tl.where(keep, BLOCK_V, 0)), other=float("-inf"))
+        else:
+            x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
         tl.store(y_row + off + cols, tl.where(x >= thr, x, float("-inf")), mask=mask)
 
 
@@ -493,29 +525,35 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
     meta = dict(BLOCK_V=block, WAYS=ways, RED=_RED, num_warps=cfg["SPLIT_num_warps"])
     local = dict(LOCAL_ACC=cfg["LOCAL_ACC"])
     radix = 1 if cfg["TOPK_RADIX"] else 0
+    # TILE_SKIP: the first top-k pass keeps every tile's max ([B, NT]) for the top-p and write passes to skip by
+    skip = bool(cfg["TILE_SKIP"])
+    nt = N * (CH // block)
+    tmx = torch.empty(B * nt, dtype=torch.float32, device=logits.device) if skip else mx
+    tiles = dict(TILE_SKIP=skip)
     t = 0                                          # launch index: reads buffer (t - 1) % 2, writes t % 2
     if radix:
         # the chunk histograms of the 4 byte passes, double-buffered like the counts ([2, B, N, 256])
         cnt = torch.empty((2, B * N * _RADIX_BINS), dtype=torch.int32, device=logits.device)
         for i, shift in enumerate((24, 16, 8, 0)):
             _split_topk_radix_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
-                                           st[(t - 1) % 2], st[t % 2], BLOCK_V=block, BINS=_RADIX_BINS, RED=_RED,
-                                           SHIFT=shift, FIRST=i == 0, USE_PDL=pdl, launch_pdl=pdl,
+                                           st[(t - 1) % 2], st[t % 2], tmx, nt, BLOCK_V=block, BINS=_RADIX_BINS,
+                                           RED=_RED, SHIFT=shift, FIRST=i == 0, **tiles, USE_PDL=pdl, launch_pdl=pdl,
                                            num_warps=cfg["SPLIT_num_warps"])
             t += 1
     else:
         for i in range(passes):
             _split_topk_kernel[grid](logits, k, V, logits.stride(0), CH, N, mx, cnt[(t - 1) % 2], cnt[t % 2],
-                                     st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta, **local, USE_PDL=pdl,
-                                     launch_pdl=pdl)
+                                     st[(t - 1) % 2], st[t % 2], tmx, nt, FIRST=i == 0, **meta, **local, **tiles,
+                                     USE_PDL=pdl, launch_pdl=pdl)
             t += 1
     for i in range(passes):
         _split_topp_kernel[grid](logits, k, p, V, logits.stride(0), CH, N, mx, z, cnt[(t - 1) % 2],
-                                 acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], FIRST=i == 0, **meta,
-                                 **local, RADIX=radix if i == 0 else 0, BINS=_RADIX_BINS, USE_PDL=pdl, launch_pdl=pdl)
+                                 acc[(t - 1) % 2], acc[t % 2], st[(t - 1) % 2], st[t % 2], tmx, nt, FIRST=i == 0,
+                                 **meta, **local, RADIX=radix if i == 0 else 0, BINS=_RADIX_BINS, **tiles,
+                                 USE_PDL=pdl, launch_pdl=pdl)
         t += 1
     _split_write_kernel[grid](logits, p, y, V, logits.stride(0), y.stride(0), CH, N, z, acc[(t - 1) % 2],
-                              st[(t - 1) % 2], **meta, USE_PDL=pdl, launch_pdl=pdl)
+                              st[(t - 1) % 2], tmx, nt, **meta, **tiles, USE_PDL=pdl, launch_pdl=pdl)
 
 
 def _pdl(t, cfg=None) -> bool:
