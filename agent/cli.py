@@ -35,21 +35,27 @@ def _config(config: Optional[Path], overrides: List[str]):
         raise usage_error(str(e))
 
 
+def gpu_name_or_none() -> str | None:
+    """Device 0's name as the driver gives it (nvidia-ml-py), or None on a machine without an NVIDIA driver."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        gpu = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+    except Exception:   # pynvml missing, NVMLError (no driver, RECIPES.md), or no device 0: a CPU machine
+        return None
+    return gpu if isinstance(gpu, str) else gpu.decode()
+
+
 def resolve_hardware(cfg, name: str | None):
     """(primary, other): primary is what scores use (calibrated when asked and available), other the
     datasheet or calibrated counterpart for the side-by-side line; other may be None."""
-    from benchmarks.hardware import hardware_for_gpu, list_hardware, load_calibrated, load_hardware
+    from benchmarks.hardware import list_hardware, load_calibrated, load_hardware, profile_key
     key = name or cfg.hardware
     if key == "auto":
-        key = None
         try:
-            import pynvml
-            pynvml.nvmlInit()
-            gpu = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-            key = hardware_for_gpu(gpu if isinstance(gpu, str) else gpu.decode())
-        except Exception:
-            key = None
-        key = key or "h200"
+            key = profile_key(gpu_name_or_none())
+        except KeyError as exc:      # a GPU without a profile: never another card's ceilings in silence
+            raise usage_error(exc.args[0]) from None
     if key not in list_hardware():
         raise usage_error(f"unknown hardware {key!r}; known: {', '.join(list_hardware())}")
     datasheet = load_hardware(key)

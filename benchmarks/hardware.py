@@ -73,24 +73,30 @@ def hardware_for_gpu(gpu_name: str) -> str | None:
     return None
 
 
-def study_hardware(name: str | None = None, gpu_name: str | None = None) -> Hardware:
-    """The datasheet profile a study scores with: `name` when given (and not "auto"), else the profile of the
-    GPU the study runs on (`gpu_name`, or torch's name for device 0). Session 22 ran the studies on an H100 with
-    the H200's ceilings (4.8 TB/s for 3.35), which understated every memory-bound attainment by 1.43x.
-    No GPU (a CPU dry run): h200, the project's reference card. A GPU with no profile raises, naming it."""
-    if name and name != "auto":
-        return load_hardware(name)
+def profile_key(gpu_name: str | None) -> str:
+    """The ceilings profile of the GPU named by its driver (`gpu_name`; None: no GPU, a CPU run, which scores on
+    h200, the project's reference card). A GPU with no profile raises KeyError, naming it and the fix: a silent
+    fallback would score it on another card's ceilings (session 22 scored an H100 with the H200's 4.8 TB/s for its
+    3.35, understating every memory-bound attainment by 1.43x)."""
     if gpu_name is None:
-        import torch
-        if not torch.cuda.is_available():
-            return load_hardware("h200")
-        gpu_name = torch.cuda.get_device_name(0)
+        return "h200"
     key = hardware_for_gpu(gpu_name)
     if key is None:
         raise KeyError(f"no ceilings profile for the GPU {gpu_name!r}; known: "
                        f"{', '.join(load_hardware(k).gpu_name for k in list_hardware())}. Add "
                        f"configs/hardware/<name>.yaml with its datasheet peaks, or pass --hardware NAME")
-    return load_hardware(key)
+    return key
+
+
+def study_hardware(name: str | None = None, gpu_name: str | None = None) -> Hardware:
+    """The datasheet profile a study scores with: `name` when given (and not "auto"), else the profile of the
+    GPU the study runs on (`gpu_name`, or torch's name for device 0; profile_key's rule)."""
+    if name and name != "auto":
+        return load_hardware(name)
+    if gpu_name is None:
+        import torch
+        gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return load_hardware(profile_key(gpu_name))
 
 
 def calibration_path(cache_dir: Path, name: str) -> Path:

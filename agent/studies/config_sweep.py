@@ -59,6 +59,30 @@ def gemm_decode_space():
                                                num_warps=w, num_stages=s))
 
 
+MOE_DECODE_MAX_ROWS = 24     # fused_moe buckets up to this many rows per expert: the decode shapes (T <= 256)
+
+
+def _moe_gemm_space(which: str):
+    """fused_moe at decode, one grouped GEMM's tile (`which`: gemm1 or gemm2) varied in every decode bucket, the
+    other GEMM, BLOCK_M, GROUP_M and the switches as the seed has them: the exhaustive search of
+    benchmarks/results/moe_search.md gave both GEMMs one tile, and GEMM 2 (K = I, 192-256) streams its weights in
+    a few K steps where GEMM 1 (K = H) takes dozens."""
+    import copy
+    seed = _seed_module("fused_moe").CONFIGS
+    b_tiles = 2 if which == "gemm1" else 1                     # GEMM 1 loads a gate and an up tile a K step
+    max_bm = max(e["BLOCK_M"] for bound, e in seed["buckets"] if bound <= MOE_DECODE_MAX_ROWS)
+    for bn, bk, w, st in itertools.product((64, 128, 256), (64, 128), (4, 8), (2, 3, 4)):
+        if (max_bm * bk + b_tiles * bk * bn) * 2 * st > SMEM_BYTES:
+            continue
+        cfg = copy.deepcopy(seed)
+        tile = dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=w, num_stages=st)
+        for bound, entry in cfg["buckets"]:
+            if bound <= MOE_DECODE_MAX_ROWS:
+                entry[which] = dict(tile)
+        cfg["_sweep"] = f"decode {which} {tile}"             # the label; the seed reads only its own keys
+        yield cfg
+
+
 def silu_space():
     for bi, rows, w in itertools.product((256, 512, 1024, 2048, 4096), (1, 2, 4, 8), (1, 2, 4, 8)):
         yield {"max_block_i": bi, "by_block_i": {bi: {"ROWS": rows, "num_warps": w}}}
@@ -69,8 +93,9 @@ def rms_space():
         yield {"max_block_h": 8192, "by_block_h": {8192: {"ROWS": rows, "num_warps": w}}}
 
 
-SPACES = {"gemm": gemm_space, "gemm_decode": gemm_decode_space, "silu_and_mul": silu_space, "rms_norm": rms_space}
-OPERATOR = {"gemm_decode": "gemm"}          # a space of another operator's seed
+SPACES = {"gemm": gemm_space, "gemm_decode": gemm_decode_space, "silu_and_mul": silu_space, "rms_norm": rms_space,
+          "fused_moe_gemm1": lambda: _moe_gemm_space("gemm1"), "fused_moe_gemm2": lambda: _moe_gemm_space("gemm2")}
+OPERATOR = {"gemm_decode": "gemm", "fused_moe_gemm1": "fused_moe", "fused_moe_gemm2": "fused_moe"}  # another seed
 
 
 def _seed_module(op: str):
@@ -83,7 +108,9 @@ def _seed_module(op: str):
 
 
 def _label(cfg: dict) -> str:
-    """A config in a line: a gemm space's one bucket, else the whole table."""
+    """A config in a line: what a space says it varied, a gemm space's one bucket, else the whole table."""
+    if "_sweep" in cfg:
+        return cfg["_sweep"]
     buckets = cfg.get("buckets")
     return json.dumps(buckets[-1][1] if buckets and len(buckets) == 1 else cfg, default=str)[:200]
 

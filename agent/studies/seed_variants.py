@@ -169,7 +169,9 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
                                 gemm2=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4))),
         ("align_atomic", {"align_rank": 1}),        # routing by atomic ranks: 2 launches above 1024 pairs, no sort
         ("align_atomic_2048", {"align_rank": 1, "align_single_program_max_pairs": 2048}),   # T256-k8: one launch
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl_off", {"PDL": 0}),                         # without programmatic dependent launch (before 2026-12-06)
+        # the bucket of 13-24 rows per expert (T256-E128) with GEMM 1 on GEMM 2's tile, the seed before 2026-12-06
+        ("decode_gemm1_joint", _moe(13, 24, gemm1=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4))),
     ],
     "gemm": [
         ("tma", _buckets(0, 1 << 62, TMA=1)),

@@ -62,3 +62,36 @@ def test_the_confirmation_says_the_baselines_time_over_each_config_round_by_roun
     assert config_sweep.paired_vs_baseline(entries[0], entries).startswith("0.95")
     assert config_sweep.paired_vs_baseline(entries[2], entries) == ""
     assert config_sweep.paired_vs_baseline(entries[1], entries[:2]) == ""             # no baseline in the run
+
+
+@pytest.mark.parametrize("which", ("gemm1", "gemm2"))
+def test_the_moe_spaces_vary_one_gemm_of_the_decode_buckets_and_leave_the_rest_as_the_seed_has_it(which):
+    seed = config_sweep._seed_module("fused_moe").CONFIGS
+    other = "gemm2" if which == "gemm1" else "gemm1"
+    configs = list(config_sweep.SPACES[f"fused_moe_{which}"]())
+    tiles = {tuple(sorted(b[which].items())) for c in configs for bound, b in c["buckets"]
+             if bound <= config_sweep.MOE_DECODE_MAX_ROWS}
+    assert len(tiles) == len(configs) > 10                 # each config is one tile, the same in every decode bucket
+    for cfg in configs:
+        assert cfg["_sweep"].startswith(f"decode {which} ") and config_sweep._label(cfg) == cfg["_sweep"]
+        for (bound, b), (_, s) in zip(cfg["buckets"], seed["buckets"]):
+            assert b[other] == s[other] and b["BLOCK_M"] == s["BLOCK_M"] and b["GROUP_M"] == s["GROUP_M"]
+            if bound > config_sweep.MOE_DECODE_MAX_ROWS:
+                assert b[which] == s[which]                # prefill buckets untouched
+            else:
+                per_stage = b["BLOCK_M"] * b[which]["BLOCK_K"] + (2 if which == "gemm1" else 1) * (
+                    b[which]["BLOCK_K"] * b[which]["BLOCK_N"])
+                assert per_stage * 2 * b[which]["num_stages"] <= config_sweep.SMEM_BYTES
+
+
+@pytest.mark.interpreter
+def test_a_moe_space_config_computes_fused_moe_under_the_interpreter():
+    from benchmarks.registry import load_operator
+    spec = load_operator("fused_moe")
+    mod = config_sweep._seed_module("fused_moe")
+    dims = {"T": 4, "H": 128, "I": 64, "E": 8, "k": 2}
+    inputs = spec.make_inputs(dims, "fp32", seed=5)
+    ref = spec.reference(**inputs)
+    cfg = next(c for c in config_sweep.SPACES["fused_moe_gemm2"]() if "'BLOCK_N': 64, 'BLOCK_K': 64" in c["_sweep"])
+    mod.CONFIGS = cfg
+    torch.testing.assert_close(mod.fused_moe(**inputs), ref, rtol=1e-4, atol=1e-4)

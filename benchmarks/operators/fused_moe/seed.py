@@ -33,6 +33,11 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 # bucket, the config with the best weighted attainment on the hot shapes whose m falls in it (the
 # last bucket, which no hot shape reaches, keeps the earlier hand-picked wgmma-sized tiles).
 # Small m (decode) is memory-bound: thin BLOCK_M, wide loads with 2-3 stages in flight.
+# That table gave both GEMMs one tile. Searched one GEMM at a time over the six decode shapes (config_sweep.py's
+# fused_moe_gemm1 / fused_moe_gemm2 spaces; H100, 2026-12-06, benchmarks/results/moe_decode_tiles.md), GEMM 2's
+# tile moved no shape by more than noise among the best, and GEMM 1's changed one bucket by more than noise: at
+# T256-E128 (16 rows per expert) a 64-wide tile took 253 us against the joint 256-wide one's 272. 64 columns divide
+# I = 192, where a 256-wide tile stages and multiplies 64 wrapped columns, and give 3 programs per expert block.
 CONFIGS = {
     "buckets": [
         (2, dict(BLOCK_M=16, GROUP_M=1, W_TMA=0,
@@ -45,7 +50,7 @@ CONFIGS = {
                   gemm1=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2),
                   gemm2=dict(BLOCK_N=256, BLOCK_K=128, num_warps=8, num_stages=2))),
         (24, dict(BLOCK_M=32, GROUP_M=1, W_TMA=0,
-                  gemm1=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4),
+                  gemm1=dict(BLOCK_N=64, BLOCK_K=128, num_warps=4, num_stages=4),
                   gemm2=dict(BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4))),
         (48, dict(BLOCK_M=64, GROUP_M=16, W_TMA=0,
                   gemm1=dict(BLOCK_N=128, BLOCK_K=64, num_warps=4, num_stages=4),
@@ -76,10 +81,12 @@ CONFIGS = {
     # program runs it)
     "align_place_warps": 16,
     "reduce": dict(BLOCK_H=1024, num_warps=4),
-    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each of the call's five or
+    # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each of the call's three to
     # six kernels may start while the one before it drains, waits for it (gdc_wait) before its first load and lets
-    # the next one start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
-    "PDL": 0,
+    # the next one start at once (gdc_launch_dependents). On an H100 (2026-12-06, 5 interleaved rounds,
+    # benchmarks/results/moe_decode_tiles.md) 0.985-0.989 of the time without it in every round of the three E = 128
+    # decode shapes, 0.995-1.000 elsewhere (one timing each); never slower. The variant `pdl_off` restores 0.
+    "PDL": 1,
 }
 # W_TMA=1: both grouped GEMMs load expert weight tiles through TMA descriptors (the gathered hidden rows
 # and the inter rows stay pointer loads); 0: pointer loads, the earlier seed. Not yet timed on the H200.
