@@ -11,7 +11,8 @@ batch_begin
 step checks 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/benchmarks/test_op_fused_moe.py \
   tests/benchmarks/test_pdl_seeds.py -k "fused_moe"
 step optimize 330 bash -c "python3 -m agent.cli_optimize --op fused_moe \
-  --shapes agent/studies/batch/shapes/fused_moe_t256_e128.yaml --seed-kernel .diag/s23/fused_moe_before.py --proposer search --gpu-minutes 3 --samples 2 --baselines none \
+  --shapes agent/studies/batch/shapes/fused_moe_t256_e128.yaml --seed-kernel .diag/s23/fused_moe_before.py \
+  --proposer search --gpu-minutes 3 --samples 2 --baselines none \
   -c home=/tmp/res/optimize/home -c knowledge.enabled=false; \
   python3 -m agent.studies.run_report /tmp/res/optimize/home/audit.db --json /tmp/res/optimize/report.json"
 step bench 200 python3 -m agent.cli bench --op fused_moe --shape-set hot --json /tmp/res/bench/fused_moe.json \
