@@ -72,7 +72,8 @@ CONFIGS = {
     "align_offsets_warps": 16,       # the offsets program holds up to align_max_tile counts in registers
     # ALIGN_RANK (see the docstring): 0 sorts (expert, lane) keys, the seed as timed on the H200; 1 takes atomic
     # ranks, the technique that made moe_align_block_size 3.7-5.0x faster at 2048+ pairs there (2026-12-03).
-    # Not yet timed inside fused_moe (the variant `align_atomic`).
+    # Inside fused_moe it moved no hot shape beyond noise on an H100 (0.98-1.00, session22_h100.md; with 2048 pairs in
+    # one program, `align_atomic_2048`, 1.000-1.010 in 5 rounds, moe_decode_tiles.md): left off.
     "align_rank": 0,
     "align_rank_chunk": 256,         # ALIGN_RANK=1: pairs per chunk program above one program (power of two)
     "align_table_tile": 8192,        # ALIGN_RANK=1: count-table entries (chunks x bins) summed per loop step
@@ -89,7 +90,8 @@ CONFIGS = {
     "PDL": 1,
 }
 # W_TMA=1: both grouped GEMMs load expert weight tiles through TMA descriptors (the gathered hidden rows
-# and the inter rows stay pointer loads); 0: pointer loads, the earlier seed. Not yet timed on the H200.
+# and the inter rows stay pointer loads); 0: pointer loads, the earlier seed. On the H200 (h200.md, 2026-12-04, one
+# timing a shape) the variant `w_tma` read 0.97-1.07 of the seed's time, and with GROUP_M 8 at prefill 0.98: left off.
 SEARCH_SPACE = {"W_TMA": [0, 1], "align_rank": [0, 1], "PDL": [0, 1]}
 
 
