@@ -32,8 +32,6 @@ from pathlib import Path
 
 DEFAULT_OPS = ("silu_and_mul", "rms_norm")
 BOUND = 1.5            # issue 12: decode shapes within 1.5x of the latency floor
-INPUT_SETS = 4
-SET_BYTES_CAP = 1 << 30   # rotated sets at most 1 GiB in all, as the sandbox's worker rotates a shape's inputs
 # The token dimension of a shape: T (norms, activations, MoE), B (sampling, convolutions) or M (gemm).
 TOKEN_DIMS = ("T", "B", "M")
 
@@ -65,8 +63,9 @@ def attainment_at(t_us: float, t_roof_us: float, floor_us: float) -> float:
 
 
 def set_count(nbytes: float) -> int:
-    """Input sets to rotate for a shape of `nbytes` (the worker's rule: up to INPUT_SETS, SET_BYTES_CAP in all)."""
-    return int(min(INPUT_SETS, max(1, SET_BYTES_CAP // max(int(nbytes), 1))))
+    """Input sets to rotate for a shape of `nbytes`, as the sandbox's worker rotates a candidate's (its limits)."""
+    from sandbox.worker import MAX_INPUT_SET_BYTES, MAX_INPUT_SETS
+    return int(min(MAX_INPUT_SETS, max(1, MAX_INPUT_SET_BYTES // max(int(nbytes), 1))))
 
 
 def time_copies(rows: list[dict], read: bool = False) -> float:

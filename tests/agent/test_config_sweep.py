@@ -69,9 +69,13 @@ def test_the_moe_spaces_vary_one_gemm_of_the_decode_buckets_and_leave_the_rest_a
     seed = config_sweep._seed_module("fused_moe").CONFIGS
     other = "gemm2" if which == "gemm1" else "gemm1"
     configs = list(config_sweep.SPACES[f"fused_moe_{which}"]())
-    tiles = {tuple(sorted(b[which].items())) for c in configs for bound, b in c["buckets"]
-             if bound <= config_sweep.MOE_DECODE_MAX_ROWS}
-    assert len(tiles) == len(configs) > 10                 # each config is one tile, the same in every decode bucket
+    tiles = []
+    for c in configs:                                      # one tile a config, the same in every decode bucket
+        own = {tuple(sorted(b[which].items())) for bound, b in c["buckets"]
+               if bound <= config_sweep.MOE_DECODE_MAX_ROWS}
+        assert len(own) == 1, c["_sweep"]
+        tiles += own
+    assert len(set(tiles)) == len(configs) > 10           # and a different tile in each config
     for cfg in configs:
         assert cfg["_sweep"].startswith(f"decode {which} ") and config_sweep._label(cfg) == cfg["_sweep"]
         for (bound, b), (_, s) in zip(cfg["buckets"], seed["buckets"]):
