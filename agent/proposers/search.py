@@ -48,10 +48,19 @@ How it searches
    becomes the climb point's, whatever it is.
 6. Nothing left: Proposal(source=None, meta={"final": True}), and the loop stops.
 
-Prefetch: `prefetch(n)` takes the next n moves now and compiles them for Hopper on CPU cores
-(agent/proposers/search_prefetch.py) while the GPU times other candidates; `propose` then hands
-them out in order, dropping those that fail to compile or spill heavily. A climb to a new point
-discards prefetched moves that were not proposed yet (their compile results stay cached).
+The check before the GPU (agent/proposers/search_prefetch.py): every move is compiled for Hopper on CPU cores
+before it is handed out, and dropped (tabu, `dropped` with the reason) when a kernel does not compile, spills
+heavily, or needs more shared memory per block than Hopper has (232448 bytes): on the GPU such a launch fails
+after the evaluation has started. The sandbox's compile gate runs a tiny shape, which reads one size bucket, so a
+move in another bucket is also compiled as a *probe*, that bucket copied into every sibling: fused_moe's
+"up to 24" bucket, the one its T256-E128 decode shape reads, was never compiled before, and 6 of 10 GPU screens of
+the H100 run in benchmarks/results/moe_decode_tiles.md failed there. A probe that compiled nothing drops nothing:
+that move goes to the GPU as before, and its proposal says what was not checked (meta "precheck").
+Prefetch: `prefetch(n)` takes the next n moves now and starts their checks while the GPU times other
+candidates; `propose` hands them out in order, waiting for a check that has not finished. A move taken without
+prefetch (the first of a run, the first after a climb, the rest of a round larger than the prefetch) is checked
+then, and waited for, when the incumbent was timed on a GPU (`precheck` forces it on or off). A climb to a new
+point discards prefetched moves that were not proposed yet (their compile results stay cached).
 
 Determinism: one random.Random, seeded by `seed` (else the first ctx.seed), drives every shuffle
 and restart; compile results are consumed in proposal order, so the sequence for a given seed and
@@ -69,7 +78,8 @@ from typing import Any
 
 from agent.proposers.llm_extract import defines_candidate
 from agent.proposers.search_model import AdditiveModel, name_shares
-from agent.proposers.search_prefetch import DEFAULT_MAX_SPILL_BYTES, CompileFn, CompilePool, sandbox_compile_check
+from agent.proposers.search_prefetch import (DEFAULT_MAX_SPILL_BYTES, MAX_PROBES, CompileFn, MoveChecks,
+                                               bucket_probes, sandbox_compile_check)
 from agent.proposers.search_space import (ConfigsLiteral, SearchSpaceError, Slot, apply_config, config_key,
                                           get_at, read_configs, set_at)
 from agent.proposers.search_usage import Usage, read_usage
@@ -167,6 +177,7 @@ class Move:
     why: str = ""
     slot: tuple = ()              # the changed slot's path, or a tied group's paths (neighbour moves)
     step: int = 0                 # grid steps along that slot's grid: +-1, or a momentum stride
+    precheck: str = ""            # what the compile check before the GPU could not judge
 
 
 class SearchProposer:
@@ -175,13 +186,15 @@ class SearchProposer:
 
     def __init__(self, cfg: Any = None, seed: int | None = None, alternatives: list[str] | None = None,
                  compile_fn: CompileFn | None = None, max_workers: int | None = None,
-                 max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES, restart_tries: int = 200):
+                 max_spill_bytes: int = DEFAULT_MAX_SPILL_BYTES, restart_tries: int = 200,
+                 precheck: bool | None = None):
         """`cfg` is accepted for the proposer table's uniform call and not needed; `alternatives`
         are other kernels for the operator (knowledge `alternatives(op)`); `compile_fn(source, op)`
-        is the prefetch compile check (default: the sandbox's lint + compile gates)."""
+        is the compile check before the GPU (default: the sandbox's lint + compile gates); `precheck`:
+        check moves that were not prefetched too (None: when the incumbent was timed on a GPU)."""
         self.seed, self.alternatives = seed, list(alternatives or [])
-        self.max_spill_bytes, self.restart_tries = max_spill_bytes, restart_tries
-        self._pool = CompilePool(compile_fn or sandbox_compile_check, max_workers)
+        self.max_spill_bytes, self.restart_tries, self.precheck = max_spill_bytes, restart_tries, precheck
+        self._checks = MoveChecks(compile_fn or sandbox_compile_check, max_workers, max_spill_bytes)
         self._rng: random.Random | None = None
         self._ctx: ProposalContext | None = None
         self._incumbent: str | None = None
@@ -215,6 +228,11 @@ class SearchProposer:
             move = self._take_prefetched()
             if move is None:
                 move = self._next_move()
+                if move is not None and self._check_unprefetched():
+                    self._submit(move)
+                    move = self._verdict(move)
+                    if move is None:      # dropped: the next one
+                        continue
             if move is None:
                 what = self._space_error or "every reachable config and alternative has been tried"
                 return Proposal(source=None, error=f"search exhausted: {what} ({len(self.scores)} evaluated, "
@@ -227,6 +245,8 @@ class SearchProposer:
         meta = {"proposer": self.name, "move": move.kind, "key": move.key, "profile": self._profile.describe()}
         if move.config is not None:
             meta["config"] = _jsonable(move.config)
+        if move.precheck:
+            meta["precheck"] = move.precheck
         return Proposal(source=move.source, changed=move.changed, why=move.why, meta=meta)
 
     def observe(self, proposal: Proposal, result: Any, accepted: bool) -> None:
@@ -261,12 +281,12 @@ class SearchProposer:
             if move is None:
                 break
             self._prefetched.append(move)
-            self._pool.submit(move.key, move.source, self._ctx.contract.name)
+            self._submit(move)
             added += 1
         return added
 
     def close(self) -> None:
-        self._pool.close()
+        self._checks.close()
 
     # ---- state --------------------------------------------------------------------------------
     def _key(self, config: Any) -> str:
@@ -302,14 +322,42 @@ class SearchProposer:
 
     def _take_prefetched(self) -> Move | None:
         while self._prefetched:
-            move = self._prefetched.popleft()
-            if move.key in self._tabu:
-                continue
-            check = self._pool.result(move.key)
-            if check.viable(self.max_spill_bytes):
+            move = self._verdict(self._prefetched.popleft())
+            if move is not None:
                 return move
-            self._tabu.add(move.key)
-            self.dropped.append((move.changed, check.reason(self.max_spill_bytes)))
+        return None
+
+    # ---- the compile check before the GPU (agent/proposers/search_prefetch.py) -------------------
+    def _check_unprefetched(self) -> bool:
+        """A move taken without prefetch waits for its check only where it would go to a GPU: there a failed
+        launch costs an iteration (the fused_moe run of moe_decode_tiles.md made 10 in its 330 s step), the
+        check a few seconds of CPU (the move's and its probes' sources side by side in the pool, each one
+        sandbox compile-only evaluation: 2.5-5.8 s of wall time for fused_moe on a 2-core host). Under the
+        interpreter nothing reaches a GPU, and the evaluation itself runs the same compile gate."""
+        if self.precheck is not None:
+            return self.precheck
+        rows = (self._ctx.incumbent_result or {}).get("shapes") or []
+        return any(isinstance(r, dict) and r.get("timing_mode") in ("graph", "eager") for r in rows)
+
+    def _submit(self, move: Move) -> None:
+        """Start the compile of the move and of its probes: the buckets it changes, heaviest shapes' first."""
+        probes = []
+        if move.config is not None and self._lit is not None:
+            found = bucket_probes(self._point, move.config)
+            found.sort(key=lambda p: -self._usage.weight_of_all(list(p.changed)))
+            probes = [(p.where, self._key(p.config), apply_config(self._lit.source, p.config))
+                      for p in found[:MAX_PROBES]]
+        self._checks.submit(move.key, move.source, self._ctx.contract.name, probes)
+
+    def _verdict(self, move: Move) -> Move | None:
+        """The move, with a note on what could not be checked; None when it was dropped (tabu, self.dropped)."""
+        if move.key in self._tabu:
+            return None
+        why, note = self._checks.verdict(move.key)
+        if why is None:
+            return dataclasses.replace(move, precheck=note) if note else move
+        self._tabu.add(move.key)
+        self.dropped.append((move.changed, why))
         return None
 
     def _free(self, key: str) -> bool:
