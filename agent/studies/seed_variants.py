@@ -197,24 +197,22 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # the split-row path at every B (2026-12-02 session 9); its counters kept per thread across a chunk (LOCAL_ACC)
     # with chunks per row, tile and warps
     "top_k_top_p_filter": [
-        # (the one-program path, its 2-32-way searches and the earlier split tables: timed in sessions 8-10)
-        ("no_local_acc", {"LOCAL_ACC": 0, "LARGE_B_MIN": 0}),      # the seed before 2026-12-03 (session 15)
-        ("large_b_off", {"LARGE_B_MIN": 0}),                       # LOCAL_ACC's 4 chunks at B = 256 too
-        ("large_b_local_acc", {"LARGE_B.LOCAL_ACC": 1}),
-        ("large_b_split8", {"LARGE_B.SPLITS": 8}),
-        ("large_b_split32", {"LARGE_B.SPLITS": 32}),
-        ("local_acc_p2112", {"SPLIT_PROGRAMS": 2112}),             # B < 256: twice the chunks
-        # 4 ways a pass from 64 rows (MANY_ROWS, 2026-12-04; timed as `split_ways4` / `split_ways8`, SPLIT_WAYS
-        # at every B): 16 ways everywhere as before, and 8 from 64 rows
-        ("many_rows_off", {"MANY_ROWS_MIN_B": 0}),
-        ("many_rows_ways8", {"MANY_ROWS.SPLIT_WAYS": 8}),
-        # radix select for t_k from 64 rows and PDL below them (2026-12-05, H100): against the search, radix at
-        # every B, PDL nowhere and PDL from 64 rows too
-        ("topk_search", {"MANY_ROWS.TOPK_RADIX": 0}),
-        ("topk_radix_everywhere", {"TOPK_RADIX": 1}),
-        ("pdl_off", {"PDL": 0}),
-        ("many_rows_pdl", {"MANY_ROWS.PDL": 1}),
-        ("tile_skip", {"TILE_SKIP": 1}),                 # tiles below t_k or the cuts skipped (2026-12-05, untimed)
+        # the bins path (BIN_PATH, 2026-12-06): the key-search paths it replaced (their variants were timed in
+        # sessions 8-22), then its own settings: bins twice as fine, a window of 16 units, tiles and warps of its
+        # two reads, chunks a row, the search's warps and tile, PDL (4096-wide tiles and 8 warps on 1024-wide
+        # ones were slower on every shape of B >= 64 on an H100, 2026-12-06: benchmarks/results/topk_bins.md)
+        ("search_paths", {"BIN_PATH": 0}),
+        ("bins_fine", {"BIN_SCALE": 16, "BIN_COUNT": 512}),
+        ("bins_window16", {"BIN_SCALE": 4, "BIN_COUNT": 64}),
+        ("bins_tile512", {"BIN_BLOCK_V": 512}),
+        ("bins_tile2048_w8", {"BIN_BLOCK_V": 2048, "BIN_num_warps": 8}),
+        ("bins_chunks16", {"BIN_MAX_CHUNKS": 16}),
+        ("bins_programs2112", {"BIN_PROGRAMS": 2112}),
+        ("bins_search_w4", {"BIN_SEARCH_num_warps": 4}),
+        ("bins_search_tile2048", {"BIN_SEARCH_BLOCK": 2048}),
+        ("bins_scan_every_tile", {"BIN_SKIP_EMPTY": 0}),        # the write pass's scan on every tile (call 4)
+        ("bins_red8", {"BIN_RED": 8}),                          # decide merging 8 chunks a step (call 4)
+        ("bins_pdl_off", {"PDL": 0}),
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one

@@ -1,7 +1,7 @@
 """top_k_top_p_filter operator folder: the filter's rules by hand (ties at both cuts, disabled filters, the
-renormalized nucleus), inputs with ties and well-posed nucleus boundaries, the seed's key search (bisection
-and multi-way) and radix select under the interpreter, the radix kernels' Hopper build, and the sampler's rows
-per phase."""
+renormalized nucleus), inputs with ties and well-posed nucleus boundaries, the seed's bins path (its default), key
+search (bisection and multi-way) and radix select under the interpreter, their kernels' Hopper builds, and the
+sampler's rows per phase."""
 import math
 import random
 from pathlib import Path
@@ -93,6 +93,8 @@ def test_seed_matches_reference_exactly(spec, seed, B, V, s):
 def test_every_split_of_the_key_search_finds_the_same_exact_thresholds(spec, seed, ways, block, monkeypatch):
     """WAYS=2 is bisection (32 passes per threshold), 16 splits the key interval 16 ways (8 passes): the same
     thresholds either way, at sizes that are not multiples of the block."""
+    monkeypatch.setitem(seed.CONFIGS, "BIN_PATH", 0)
+    monkeypatch.setitem(seed.CONFIGS, "SPLIT_MAX_B", 0)               # the one-program kernel these settings steer
     monkeypatch.setitem(seed.CONFIGS, "WAYS", ways)
     monkeypatch.setitem(seed.CONFIGS, "BLOCK_V", block)
     assert seed._passes(ways) == -(-32 // (ways.bit_length() - 1))
@@ -167,6 +169,7 @@ def test_every_call_has_interacting_filters_and_a_tie_at_the_cut(spec, B):
 # ---- the split-row path (small B: a (B, N) grid, one launch per pass) -------------------------------------------
 
 def _split_config(seed, monkeypatch, splits, block, ways=16):
+    monkeypatch.setitem(seed.CONFIGS, "BIN_PATH", 0)                  # the key-search paths, not the bins path
     monkeypatch.setitem(seed.CONFIGS, "SPLITS", splits)
     monkeypatch.setitem(seed.CONFIGS, "SPLIT_BLOCK_V", block)
     monkeypatch.setitem(seed.CONFIGS, "SPLIT_WAYS", ways)
@@ -300,26 +303,90 @@ def test_split_path_on_a_strided_input(spec, seed, monkeypatch):
     assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
 
 
-def test_the_seed_variants_steer_the_split_path():
+def test_the_seed_variants_steer_the_bins_path():
+    """search_paths restores the key-search paths; the bins variants change the bins path's chunks or settings."""
     from agent.studies import seed_variants as sv
     module = sv.load_seed(load_operator("top_k_top_p_filter"))
     assert sv.check_variants("top_k_top_p_filter", module.CONFIGS) == []
     named = dict(sv.VARIANTS["top_k_top_p_filter"])
+    assert module.CONFIGS["BIN_PATH"] == 1 and sv.edited(module.CONFIGS, named["search_paths"])["BIN_PATH"] == 0
     chunks = {}
     for name, overrides in named.items():
         saved = module.CONFIGS
         module.CONFIGS = sv.edited(saved, overrides)
         try:
-            chunks[name] = {B: module._split_chunks(B, 151936) for B in (1, 2, 16, 64, 128, 256)}
+            chunks[name] = {B: module._bins_chunks(B, 151936) for B in (2, 64, 256)}
         finally:
             module.CONFIGS = saved
-    # every hot B takes the split path in every variant (the one-program path was timed in sessions 8-10)
-    assert all(c[B] is not None for c in chunks.values() for B in (2, 64, 256))
-    assert 8 < chunks["large_b_local_acc"][256][0] <= 16                   # whole tiles: at most 16 chunks
-    assert 16 < chunks["large_b_split32"][256][0] <= 32 and chunks["large_b_split8"][256][0] <= 8
-    assert chunks["large_b_off"][256][0] == 1056 // 256 and chunks["large_b_off"][64] == chunks["no_local_acc"][64]
-    assert chunks["local_acc_p2112"][128][0] == 2 * chunks["large_b_off"][128][0]
-    assert module.CONFIGS["LOCAL_ACC"] == 1 and module.CONFIGS["LARGE_B"]["LOCAL_ACC"] == 0
+    seed_chunks = {B: module._bins_chunks(B, 151936) for B in (2, 64, 256)}
+    for B, (n, ch) in seed_chunks.items():                          # whole tiles covering the row, at most the cap
+        assert n * ch >= 151936 > (n - 1) * ch and ch % module.CONFIGS["BIN_BLOCK_V"] == 0
+        assert n <= min(module.CONFIGS["BIN_MAX_CHUNKS"], module.CONFIGS["BIN_PROGRAMS"] // B)
+    assert chunks["bins_chunks16"][2][0] <= 16 < seed_chunks[2][0]
+    assert chunks["bins_programs2112"][64][0] == 2 * seed_chunks[64][0]
+    assert chunks["bins_tile2048_w8"][256][1] % 2048 == 0 and chunks["bins_tile512"][2][1] % 512 == 0
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("settings", [
+    dict(BIN_BLOCK_V=16, BIN_SEARCH_BLOCK=32),                           # many tiles a chunk: the anchor moves
+    dict(BIN_BLOCK_V=32, BIN_COUNT=64, BIN_SCALE=4, BIN_CAP=40, BIN_SEARCH_BLOCK=16, BIN_RED=2),   # rows spill
+    dict(BIN_BLOCK_V=64, BIN_COUNT=32, BIN_SCALE=64, BIN_SEARCH_WAYS=2),  # a window of half a unit: most entries
+], ids=["anchor_moves", "spill", "narrow_window"])                       # in the last bin; bisection
+def test_the_bins_path_on_hand_and_seeded_rows(spec, seed, monkeypatch, settings):
+    """The bins path against the reference: ties at both cuts, -inf entries, k above V, p tiny and p near 1, one
+    value everywhere, logits beyond the bins' exact range (x 1e6: searched whole) and a row of -inf."""
+    for name, value in settings.items():
+        monkeypatch.setitem(seed.CONFIGS, name, value)
+    V = 1030
+    x, k, p = _hand_rows(V)
+    x = torch.cat([x, x[:1] * 1e6, torch.full_like(x[:1], NEG)])
+    k = torch.cat([k, torch.tensor([20, 5], dtype=torch.int32)])
+    p = torch.cat([p, torch.tensor([0.8, 0.5])])
+    ref = spec.reference(x, k.clamp(max=V), p)
+    out = seed.top_k_top_p_filter(x, k, p)
+    assert [b for b in range(len(x)) if not torch.equal(out[b], ref[b])] == []
+    inputs = spec.make_inputs({"B": 7, "V": 1263}, "fp32", seed=3)
+    assert tolerance_failures(seed.top_k_top_p_filter(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.interpreter
+def test_the_bins_path_on_a_strided_input(spec, seed, monkeypatch):
+    monkeypatch.setitem(seed.CONFIGS, "BIN_BLOCK_V", 64)
+    inputs = spec.make_inputs({"B": 3, "V": 700}, "fp32", seed=8)
+    wide = torch.full((3, 800), 123.0)
+    wide[:, :700] = inputs["logits"]
+    out = seed.top_k_top_p_filter(wide[:, :700], inputs["k"], inputs["p"])
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+@pytest.mark.slow
+def test_the_bins_kernels_build_for_hopper_without_spills(spec, seed):
+    """The four kernels at the committed settings: no stack or local memory, and the two reads of the logits in
+    16-byte loads (the chunk length and V are multiples of 16 at every hot shape, as Triton specializes them)."""
+    cfg = seed.CONFIGS
+    types = {"x_ptr": "*fp32", "y_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "m_ptr": "*fp32", "z_ptr": "*fp32",
+             "a_ptr": "*i32", "l_ptr": "*i32", "h_ptr": "*i32", "dec_ptr": "*i32", "off_ptr": "*i32", "s_ptr": "*fp32",
+             "bv_ptr": "*fp32", "bi_ptr": "*i32"}
+    bins = dict(NB=cfg["BIN_COUNT"], SCALE=float(cfg["BIN_SCALE"]), USE_PDL=True)
+    aligned = ["x_ptr", "y_ptr", "CH", "V", "stride_x", "stride_y"]
+    compiles = [
+        {"kernel": "_bins_stats_kernel", "constexprs": dict(BLOCK_V=cfg["BIN_BLOCK_V"], **bins),
+         "num_warps": cfg["BIN_num_warps"]},
+        {"kernel": "_bins_decide_kernel", "constexprs": dict(RED=cfg["BIN_RED"], **bins),
+         "num_warps": cfg["BIN_DECIDE_num_warps"]},
+        {"kernel": "_bins_write_kernel", "constexprs": dict(BLOCK_V=cfg["BIN_BLOCK_V"], **bins),
+         "num_warps": cfg["BIN_num_warps"]},
+        {"kernel": "_bins_search_kernel", "constexprs": dict(BLOCK=cfg["BIN_SEARCH_BLOCK"], WAYS=cfg["BIN_SEARCH_WAYS"],
+                                                             RED=seed._RED, **bins),
+         "num_warps": cfg["BIN_SEARCH_num_warps"]}]
+    for c in compiles:
+        c.update(types=types, aligned=aligned, num_stages=3)
+    results = hopper_compile.compile_for_hopper(spec.seed_path, compiles)
+    for c, r in zip(compiles, results):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['kernel']}: {r['usage']}"
+    for r in (results[0], results[2]):
+        assert r["load_forms"].get("ld.global.v4.b32", 0) >= 1, r
 
 
 @pytest.mark.interpreter
@@ -421,6 +488,7 @@ def test_seed_matches_reference_exactly_on_the_gpu(spec, seed, dims):
                                   {"B": 3, "V": 2000}])
 def test_radix_top_k_gives_the_searchs_bytes_on_the_gpu(spec, seed, dims, monkeypatch):
     inputs = spec.make_inputs(dims, "bf16", seed=5, device="cuda")
+    monkeypatch.setitem(seed.CONFIGS, "BIN_PATH", 0)
     monkeypatch.setitem(seed.CONFIGS, "TOPK_RADIX", 0)              # the search at every B (MANY_ROWS too)
     monkeypatch.setitem(seed.CONFIGS, "MANY_ROWS", {**seed.CONFIGS["MANY_ROWS"], "TOPK_RADIX": 0})
     by_search = seed.top_k_top_p_filter(**inputs)
@@ -428,3 +496,42 @@ def test_radix_top_k_gives_the_searchs_bytes_on_the_gpu(spec, seed, dims, monkey
     monkeypatch.setitem(seed.CONFIGS, "MANY_ROWS", {**seed.CONFIGS["MANY_ROWS"], "TOPK_RADIX": 1})
     assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
     assert tolerance_failures(by_search, spec.reference(**inputs), spec.tolerance("bf16")) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dims", [{"B": 256, "V": 151936}, {"B": 64, "V": 129280}, {"B": 2, "V": 151936},
+                                  {"B": 100, "V": 50021}, {"B": 3, "V": 2000}])
+def test_the_bins_path_gives_the_key_searchs_bytes_on_the_gpu(spec, seed, dims, monkeypatch):
+    """The bins path as committed, with a buffer so small that rows spill (searched whole), and with bins so
+    coarse that the window ends inside the logits: the bytes of the key-search paths, which are the reference's."""
+    inputs = spec.make_inputs(dims, "bf16", seed=6, device="cuda")
+    monkeypatch.setitem(seed.CONFIGS, "BIN_PATH", 0)
+    by_search = seed.top_k_top_p_filter(**inputs)
+    assert tolerance_failures(by_search, spec.reference(**inputs), spec.tolerance("bf16")) == []
+    monkeypatch.setitem(seed.CONFIGS, "BIN_PATH", 1)
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_CAP", 64)
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_CAP", 16384)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_SCALE", 2)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_COUNT", 16)
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
+
+
+@pytest.mark.gpu
+def test_the_bins_path_on_hand_rows_at_a_real_vocabulary(spec, seed):
+    """Ties at both cuts, -inf entries, k above V, one value everywhere, a row of -inf, logits beyond the bins'
+    exact range (searched whole): the reference's bytes, and the same bytes in a CUDA graph's replay."""
+    x, k, p = (t.cuda() for t in _hand_rows(129280))
+    x = torch.cat([x, torch.full_like(x[:1], NEG), x[:1] * 1e6])
+    k = torch.cat([k, k[:1], torch.tensor([77], dtype=torch.int32, device="cuda")])
+    p = torch.cat([p, p[:1], torch.tensor([0.9], device="cuda")])
+    ref = spec.reference(x, k.clamp(max=129280), p)
+    out = seed.top_k_top_p_filter(x, k, p)
+    assert tolerance_failures(out, ref, spec.tolerance("fp32")) == []
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = seed.top_k_top_p_filter(x, k, p)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured, out)

@@ -1,4 +1,23 @@
-"""Seed top-k / top-p filter: thresholds by a multi-way search over the ordered bit patterns of fp32, no sort.
+"""Seed top-k / top-p filter: bounds from a histogram, then an exact threshold among the few entries they leave.
+
+The bins path (BIN_PATH=1, the default since 2026-12-06): two reads of the logits and one write at any B, in
+4 launches, where the key searches below read them 17-33 times.
+  1. stats (B x N chunks): each chunk's max, softmax normalizer part and the counts of its logits by grid
+     index floor(x * BIN_SCALE) over the BIN_COUNT indices below its running max (a ring, one count below).
+  2. decide (a program a row): the row's max M, normalizer Z and bins (bin j: 1/BIN_SCALE of a unit, j steps
+     below M's). exp(x - M) of a bin lies between the exps of its edges, so counts give exact top-k bounds and
+     bounded masses give top-p ones: every bin is certainly kept, certainly out, or undecided (a band around
+     each cut). Each chunk gets the offset of its undecided entries in the row's buffer (BIN_CAP a row).
+  3. write (B x N): kept entries copied, the rest -inf; undecided ones (value, column) to the buffer; each
+     chunk's exact mass of kept entries summed.
+  4. search (a program a row): the exact thresholds among the undecided entries, sorted in registers when at
+     most BIN_SEARCH_BLOCK (the common case), else by the multi-way key search below; a row whose buffer
+     overflowed is searched whole (slow, exact). The undecided entries that stay are written over the -inf.
+Exact like the key searches (integer counts; fp32 masses in another order, which the contract's 1e-3 margin
+allows): the bounds carry a slack of 1e-4 in mass, and a row whose max is beyond +-2^19 (bin edges not exact in
+fp32) is searched whole.
+
+The key-search paths (BIN_PATH=0), thresholds by a multi-way search over the ordered bit patterns of fp32:
 
 One program per row. Logits map to int32 keys that order like the floats (negative floats have their
 magnitude bits flipped), so a search over keys finds an exact threshold:
@@ -100,6 +119,24 @@ CONFIGS = {
     # with p >= 1, and the write pass stores -inf without reading a tile whose max is below the threshold. A row
     # with k = 20-50 has entries >= t_k in at most that many of its ~300 tiles. Not yet timed (`tile_skip`).
     "TILE_SKIP": 0,
+    # BIN_PATH=1: the bins path (the docstring) in place of both key-search paths above: 4 launches, two reads of
+    # the logits and one write at any B. On an H100 (2026-12-06, benchmarks/results/topk_bins.md, call 5, same
+    # run) it took 0.23-0.24 of the key searches' time at B = 256 (487.8 / 403.9 / 397.1 us against 2028.7 /
+    # 1749.5 / 1732.6), 0.29-0.30 at B = 64 (158.5 / 133.3 against 539.5 / 439.6) and 0.40-0.41 at B = 2 (25.7 /
+    # 27.2 against 64.0 / 66.3). Its settings: bins BIN_SCALE a logit unit (a power of 2), BIN_COUNT of them
+    # below a row's max: 1/8 over 32 units (1/16 read 1.3x slower at B = 256, the histogram's cost; 1/4 over 16
+    # units was within 6% at B >= 64 and 0.74 of the time at B = 2, but a window of 16 cannot rule out the entries
+    # below it for p near 1 when one logit dominates: V e^-16 ~ 0.02 of the mass, so such rows are searched whole);
+    # chunks of BIN_BLOCK_V tiles, BIN_PROGRAMS // B a row, at most BIN_MAX_CHUNKS (2112 programs read 0.92 of
+    # the time at B = 256, one timing a shape: not adopted); up to BIN_CAP undecided entries a row buffered; the
+    # search's sort tile, ways and warps (8 warps: 0.79-0.91 of 4's time). BIN_RED chunks merged a step in decide
+    # (32: 0.75-0.78 of 8's time at B = 2, 50 chunks a row; within 2% elsewhere); BIN_SKIP_EMPTY=1: the write pass
+    # skips the compaction's scan on tiles without undecided entries (0.90-0.92 of the time at B = 256, 0.92-0.93
+    # at B = 64; call 5).
+    "BIN_PATH": 1,
+    "BIN_SCALE": 8, "BIN_COUNT": 256, "BIN_BLOCK_V": 1024, "BIN_num_warps": 4,
+    "BIN_PROGRAMS": 1056, "BIN_MAX_CHUNKS": 64, "BIN_RED": 32, "BIN_DECIDE_num_warps": 8, "BIN_SKIP_EMPTY": 1,
+    "BIN_CAP": 16384, "BIN_SEARCH_BLOCK": 1024, "BIN_SEARCH_WAYS": 16, "BIN_SEARCH_num_warps": 8,
 }
 SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1], "TILE_SKIP": [0, 1]}
 
@@ -556,6 +593,418 @@ def _split_filter(logits, k, p, y, N: int, CH: int) -> None:
                               st[(t - 1) % 2], tmx, nt, **meta, **tiles, USE_PDL=pdl, launch_pdl=pdl)
 
 
+# ---- the bins path: two reads of the logits and one write, whatever the filters ------------------------------
+
+_BIN_GRID_LIMIT = tl.constexpr(536870912.0)  # 2^29: x * BIN_SCALE clamped here before the int conversion (±inf too)
+_BIN_NO_ANCHOR = tl.constexpr(-1073741824)   # below every clamped grid index: a chunk's anchor before its first tile
+_BIN_WILD = tl.constexpr(524288.0)   # |row max| from here: bin edges are not exact in fp32, the row is searched whole
+_BIN_SLACK = tl.constexpr(1e-4)      # mass kept between a bound and p (fp32 sums err by ~1e-6; the margin is 1e-3)
+_DEC_WORDS = tl.constexpr(8)         # a row's decision: M, Z, A, j_c, j_x, rank, n_amb, flags (int32 words)
+
+
+@triton.jit
+def _grid_index(x, SCALE: tl.constexpr):
+    """floor(x * SCALE) as int32: monotone in x (SCALE a power of 2, so the product is exact), ±inf clamped."""
+    return tl.floor(tl.minimum(tl.maximum(x * SCALE, -_BIN_GRID_LIMIT), _BIN_GRID_LIMIT)).to(tl.int32)
+
+
+@triton.jit
+def _bin_of(x, anchor, NB: tl.constexpr, SCALE: tl.constexpr):
+    """Bins count down from the anchor (the grid index of a maximum): bin 0 holds the top 1/SCALE of a logit
+    unit, bin NB - 1 everything from NB - 1 grid steps below it down (-inf too)."""
+    return tl.minimum(tl.maximum(anchor - _grid_index(x, SCALE), 0), NB - 1)
+
+
+@triton.jit
+def _evicted(anchor, new_anchor, NB: tl.constexpr):
+    """Ring histograms: slot i holds grid index anchor - ((anchor - i) mod NB), the one of the NB indices up to the
+    anchor that is i mod NB, so moving the anchor rewrites no slot. True where that index falls below the window
+    of a new anchor (<= new_anchor - NB): the slots whose counts move to the count below the window.
+    anchor [R, 1] or scalar; NB a power of 2 (& takes the residue of negative numbers too)."""
+    i = tl.arange(0, NB)
+    held = anchor - ((anchor - i) & (NB - 1))
+    return held <= new_anchor - NB
+
+
+@triton.jit
+def _bins_stats_kernel(x_ptr, V, stride_x, CH, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, BLOCK_V: tl.constexpr,
+                       NB: tl.constexpr, SCALE: tl.constexpr, USE_PDL: tl.constexpr = False):
+    """Read 1, chunk c of row b: its max, its softmax normalizer part (relative to that max) and the counts of
+    its logits by grid index (floor(x * SCALE)) over the NB indices up to its own anchor (the grid index of its
+    max so far), in a ring, with one count of everything below that window. The lowest index of the window
+    takes the entries below it as they come (its slot holds "at most this index"); a tile that raises the
+    anchor moves the slots that fall out of the window into the count below, so one read gives all three."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_V)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    start = c * CH
+    end = tl.minimum(start + CH, V)
+    m = tl.full([], float("-inf"), tl.float32)
+    anchor = tl.full([], _BIN_NO_ANCHOR, tl.int32)
+    z = tl.zeros([BLOCK_V], dtype=tl.float32)
+    h = tl.zeros([NB], dtype=tl.int32)
+    below = tl.zeros([], dtype=tl.int32)
+    outside = tl.zeros([BLOCK_V], dtype=tl.int32)
+    for off in range(start, end, BLOCK_V):
+        mask = off + cols < end
+        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        tmax = tl.max(x, axis=0)
+        ta = _grid_index(tmax, SCALE)
+        if ta > anchor:
+            gone = _evicted(anchor, ta, NB)
+            below += tl.sum(tl.where(gone, h, 0), axis=0)
+            h = tl.where(gone, 0, h)
+            anchor = ta
+        m_new = tl.maximum(m, tmax)
+        alpha = tl.where(m_new == float("-inf"), 0.0, tl.exp(m - m_new))
+        z = z * alpha + tl.where(x == float("-inf"), 0.0, tl.exp(x - m_new))
+        m = m_new
+        # padding (-inf) lands in the lowest slot and is taken back out after the loop (one count a lane)
+        h += tl.histogram(tl.maximum(_grid_index(x, SCALE), anchor - NB + 1) & (NB - 1), NB)
+        outside += (mask == 0).to(tl.int32)
+    slots = tl.arange(0, NB)
+    h -= tl.where(slots == ((anchor + 1) & (NB - 1)), tl.sum(outside, axis=0), 0)    # (anchor - NB + 1) mod NB
+    i = row * N + c
+    tl.store(m_ptr + i, m)
+    tl.store(z_ptr + i, tl.sum(z, axis=0))
+    tl.store(a_ptr + i, anchor)
+    tl.store(l_ptr + i, below)
+    tl.store(h_ptr + i.to(tl.int64) * NB + slots, h)
+
+
+@triton.jit
+def _row_rings(a_ptr, l_ptr, h_ptr, row, c0, N, A, NB: tl.constexpr, RED: tl.constexpr):
+    """Chunks c0 .. c0 + RED - 1 of a row, brought to the row's anchor A: (their rings [RED, NB] with the slots
+    below A's window emptied, their counts below it [RED]: their own and those slots')."""
+    rr = tl.arange(0, RED)
+    cm = c0 + rr < N
+    ac = tl.load(a_ptr + row * N + c0 + rr, mask=cm, other=A)
+    lc = tl.load(l_ptr + row * N + c0 + rr, mask=cm, other=0)
+    slots = tl.arange(0, NB)[None, :]
+    h = tl.load(h_ptr + (row * N + c0 + rr).to(tl.int64)[:, None] * NB + slots, mask=cm[:, None], other=0)
+    gone = _evicted(ac[:, None], A, NB)
+    return tl.where(gone, 0, h), lc + tl.sum(tl.where(gone, h, 0), axis=1)
+
+
+@triton.jit
+def _bins_decide_kernel(k_ptr, p_ptr, V, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, dec_ptr, off_ptr, CAP,
+                        NB: tl.constexpr, SCALE: tl.constexpr, RED: tl.constexpr, USE_PDL: tl.constexpr = False):
+    """One program a row: merge its chunks' statistics, then sort its bins into certainly kept (bins <= j_c),
+    undecided (j_c < bin <= j_x) and certainly excluded (bins > j_x), and give each chunk the offset of its
+    undecided entries in the row's buffer. Bin j holds grid index A - j (A the row's anchor), the last bin every
+    index up to A - NB + 1. Bounds (bin j spans [A - j, A - j + 1) / SCALE, so exp(x - M) lies between the exps
+    of its edges; the last bin has no lower edge):
+      top-k: bins above the one holding the k-th largest are kept by it (count(>= x) <= k), bins below it
+        are out; top-p: x in bin j is kept when even the upper bound of the mass of bins 0..j is < p times a
+        lower bound of the kept normalizer, and out when the upper bound of the mass of bins > j is at most
+        (1 - p) times the row's normalizer (then mass above x >= p under any top-k). With top-k on, x's kept
+        normalizer needs every entry >= t_k, so its undecided bins reach down to t_k's bin."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    rr = tl.arange(0, RED)
+    M = tl.full([], float("-inf"), tl.float32)
+    A = tl.full([], _BIN_NO_ANCHOR, tl.int32)
+    for c0 in range(0, N, RED):
+        cm = c0 + rr < N
+        M = tl.maximum(M, tl.max(tl.load(m_ptr + row * N + c0 + rr, mask=cm, other=float("-inf")), axis=0))
+        A = tl.maximum(A, tl.max(tl.load(a_ptr + row * N + c0 + rr, mask=cm, other=_BIN_NO_ANCHOR), axis=0))
+    Z = tl.zeros([], dtype=tl.float32)
+    ring = tl.zeros([NB], dtype=tl.int32)
+    low = tl.zeros([], dtype=tl.int32)
+    for c0 in range(0, N, RED):
+        cm = c0 + rr < N
+        mc = tl.load(m_ptr + row * N + c0 + rr, mask=cm, other=float("-inf"))
+        zc = tl.load(z_ptr + row * N + c0 + rr, mask=cm, other=0.0)
+        Z += tl.sum(tl.where(mc == float("-inf"), 0.0, zc * tl.exp(mc - M)), axis=0)
+        h, lc = _row_rings(a_ptr, l_ptr, h_ptr, row, c0, N, A, NB, RED)
+        ring += tl.sum(h, axis=0)
+        low += tl.sum(lc, axis=0)
+    i = tl.arange(0, NB)
+    hist = tl.gather(ring, (A - i) & (NB - 1), 0) + tl.where(i == NB - 1, low, 0)      # slot of A - j -> bin j
+    k = tl.minimum(tl.maximum(tl.load(k_ptr + row), 1), V)
+    p = tl.load(p_ptr + row)
+    topk = k < V
+    topp = p < 1.0
+    cum = tl.cumsum(hist, 0)
+    j_k = tl.min(tl.where(cum >= k, i, NB - 1), axis=0)
+    j_ck = tl.max(tl.where(cum <= k, i, -1), axis=0)
+    # exp of the bin edges relative to M; (A + 1 - i) and M * SCALE are exact in fp32 below _BIN_WILD
+    ms = M * SCALE
+    up_e = tl.exp(((A + 1 - i).to(tl.float32) - ms) / SCALE) * (1.0 + 1e-5)
+    low_e = tl.where(i == NB - 1, 0.0, tl.exp(((A - i).to(tl.float32) - ms) / SCALE) * (1.0 - 1e-5))
+    ub = hist.to(tl.float32) * up_e
+    lb = hist.to(tl.float32) * low_e
+    cub = tl.cumsum(ub, 0)
+    below = tl.cumsum(ub, 0, reverse=True) - ub
+    z_low = tl.where(topk, tl.sum(tl.where(i <= j_ck, lb, 0.0), axis=0), Z * (1.0 - 1e-5))
+    j_p = tl.min(tl.where(below <= (1.0 - p - _BIN_SLACK) * Z, i, NB - 1), axis=0)
+    j_cp = tl.max(tl.where(cub < (p - _BIN_SLACK) * z_low, i, -1), axis=0)
+    j_x = tl.where(topk, j_k, tl.where(topp, j_p, NB - 1))
+    j_c = tl.where(topk, j_ck, NB - 1)
+    j_c = tl.where(topp, tl.minimum(j_c, j_cp), j_c)
+    j_c = tl.where(M == float("-inf"), NB - 1, j_c)          # a row of -inf: copied (every entry stays -inf)
+    j_x = tl.where(M == float("-inf"), NB - 1, j_x)
+    wild = tl.abs(M) >= _BIN_WILD
+    wild = wild & (M != float("-inf"))
+    j_c = tl.where(wild, -1, j_c)                              # no bounds: every entry undecided
+    j_x = tl.where(wild, NB - 1, j_x)
+    c_cert = tl.sum(tl.where(i <= j_c, hist, 0), axis=0)
+    n_amb = tl.sum(tl.where(i <= j_x, hist, 0), axis=0) - c_cert
+    spill = n_amb > CAP
+    flags = topk.to(tl.int32) + 2 * topp.to(tl.int32) + 4 * spill.to(tl.int32)
+    d = dec_ptr + row * _DEC_WORDS
+    tl.store(d, M.to(tl.int32, bitcast=True))
+    tl.store(d + 1, Z.to(tl.int32, bitcast=True))
+    tl.store(d + 2, A)
+    tl.store(d + 3, j_c)
+    tl.store(d + 4, j_x)
+    tl.store(d + 5, k - c_cert)                                 # t_k's rank among the undecided entries
+    tl.store(d + 6, n_amb)
+    tl.store(d + 7, flags)
+    # each chunk's undecided entries go to the row's buffer after the earlier chunks' (no atomics: deterministic)
+    base = tl.zeros([], dtype=tl.int32)
+    slot_bin = ((A - i) & (NB - 1))[None, :]          # the bin of each slot's grid index under A
+    clamp_undecided = ((NB - 1) > j_c) & ((NB - 1) <= j_x)
+    for c0 in range(0, N, RED):
+        h, lc = _row_rings(a_ptr, l_ptr, h_ptr, row, c0, N, A, NB, RED)
+        cnt = tl.sum(tl.where((slot_bin > j_c) & (slot_bin <= j_x), h, 0), axis=1) + tl.where(clamp_undecided, lc, 0)
+        tl.store(off_ptr + row * N + c0 + rr, base + tl.cumsum(cnt, 0) - cnt, mask=c0 + rr < N)
+        base += tl.sum(cnt, axis=0)
+
+
+@triton.jit
+def _bins_write_kernel(x_ptr, y_ptr, V, stride_x, stride_y, CH, N, dec_ptr, off_ptr, s_ptr, bv_ptr, bi_ptr, CAP,
+                       BLOCK_V: tl.constexpr, NB: tl.constexpr, SCALE: tl.constexpr, SKIP_EMPTY: tl.constexpr = 1,
+                       USE_PDL: tl.constexpr = False):
+    """Read 2 and the write, chunk c of row b: kept entries copied, the rest -inf; the undecided ones also go to
+    the row's buffer (value and column) unless it overflows, and the chunk's exact mass of kept entries
+    (exp(x - M)) is summed for the search."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    c = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_V)
+    d = dec_ptr + row * _DEC_WORDS
+    M = tl.load(d).to(tl.float32, bitcast=True)
+    A = tl.load(d + 2)
+    j_c = tl.load(d + 3)
+    j_x = tl.load(d + 4)
+    buffered = (tl.load(d + 7) & 4) == 0
+    base = tl.load(off_ptr + row * N + c)
+    x_row = x_ptr + row.to(tl.int64) * stride_x
+    y_row = y_ptr + row.to(tl.int64) * stride_y
+    bv_row = bv_ptr + row.to(tl.int64) * CAP
+    bi_row = bi_ptr + row.to(tl.int64) * CAP
+    start = c * CH
+    end = tl.minimum(start + CH, V)
+    s = tl.zeros([BLOCK_V], dtype=tl.float32)
+    for off in range(start, end, BLOCK_V):
+        mask = off + cols < end
+        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        b = _bin_of(x, A, NB, SCALE)
+        kept = b <= j_c
+        tl.store(y_row + off + cols, tl.where(kept, x, float("-inf")), mask=mask)
+        s += tl.where(kept & (x > float("-inf")), tl.exp(x - M), 0.0)
+        undecided = mask & (b > j_c) & (b <= j_x) & buffered
+        u = undecided.to(tl.int32)
+        found = tl.sum(u, axis=0)
+        # SKIP_EMPTY: a tile without undecided entries (most tiles of a row whose band is a few bins) skips the
+        # compaction's scan, a second cross-warp pass over the tile
+        if (found > 0) | (SKIP_EMPTY == 0):
+            at = base + tl.cumsum(u, 0) - 1
+            tl.store(bv_row + at, x, mask=undecided)
+            tl.store(bi_row + at, off + cols, mask=undecided)
+        base += found
+    tl.store(s_ptr + row * N + c, tl.sum(s, axis=0))
+
+
+@triton.jit
+def _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x, NB: tl.constexpr,
+                    SCALE: tl.constexpr):
+    """Tile `off` of a row's undecided entries: (values, columns, valid), from its buffer, or when the buffer
+    overflowed from the row itself (filtered by bin)."""
+    if spill:
+        m = off + cols < V
+        v = tl.load(x_row + off + cols, mask=m, other=float("-inf"))
+        b = _bin_of(v, A, NB, SCALE)
+        valid = m & (b > j_c) & (b <= j_x)
+        col = off + cols
+    else:
+        valid = off + cols < n
+        v = tl.load(bv_row + off + cols, mask=valid, other=float("-inf"))
+        col = tl.load(bi_row + off + cols, mask=valid, other=0)
+    return v, col, valid
+
+
+@triton.jit
+def _bins_search_kernel(x_ptr, y_ptr, p_ptr, V, stride_x, stride_y, N, dec_ptr, s_ptr, bv_ptr, bi_ptr, CAP,
+                        BLOCK: tl.constexpr, WAYS: tl.constexpr, NB: tl.constexpr, SCALE: tl.constexpr,
+                        RED: tl.constexpr, USE_PDL: tl.constexpr = False):
+    """One program a row: the exact threshold among its undecided entries (the kept entries' exact mass S_cert
+    lies above every one of them), by a sort in registers when at most BLOCK are buffered, else by the multi-way
+    key search of the other paths; then the undecided entries >= it written over the -inf the write pass left."""
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    row = tl.program_id(0)
+    d = dec_ptr + row * _DEC_WORDS
+    n = tl.load(d + 6)
+    if n > 0:
+        M = tl.load(d).to(tl.float32, bitcast=True)
+        Z = tl.load(d + 1).to(tl.float32, bitcast=True)
+        A = tl.load(d + 2)
+        j_c = tl.load(d + 3)
+        j_x = tl.load(d + 4)
+        rank = tl.load(d + 5)
+        flags = tl.load(d + 7)
+        topk = (flags & 1) != 0
+        topp = (flags & 2) != 0
+        spill = (flags & 4) != 0
+        p = tl.load(p_ptr + row)
+        s_cert = _sum_chunks(s_ptr + row * N, N, RED)
+        cols = tl.arange(0, BLOCK)
+        x_row = x_ptr + row.to(tl.int64) * stride_x
+        bv_row = bv_ptr + row.to(tl.int64) * CAP
+        bi_row = bi_ptr + row.to(tl.int64) * CAP
+        lim = tl.where(spill, V, n)
+        thr = tl.full([], float("-inf"), tl.float32)
+        if (n <= BLOCK) & (spill == 0):
+            thr = _sorted_threshold(bv_row, n, rank, topk, topp, p, M, Z, s_cert, BLOCK)
+        else:
+            thr = _searched_threshold(x_row, bv_row, bi_row, n, V, lim, spill, A, j_c, j_x, rank, topk, topp, p, M,
+                                      Z, s_cert, BLOCK, WAYS, NB, SCALE)
+        y_row = y_ptr + row.to(tl.int64) * stride_y
+        for off in range(0, lim, BLOCK):
+            v, col, valid = _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x, NB, SCALE)
+            tl.store(y_row + col, v, mask=valid & (v >= thr))
+
+
+@triton.jit
+def _sorted_threshold(bv_row, n, rank, topk, topp, p, M, Z, s_cert, BLOCK: tl.constexpr):
+    """The threshold among at most BLOCK buffered undecided entries, sorted in registers (one pass, no search):
+    t_k is the rank-th largest; under the kept normalizer an entry stays when S_cert and the mass of the sorted
+    entries before it are < p times it. Tied entries stay together: the mass before the first of a tie group is
+    the smallest of the group's, so the least value that passes is the whole group's."""
+    pos = tl.arange(0, BLOCK)
+    valid = pos < n
+    srt = tl.sort(tl.load(bv_row + pos, mask=valid, other=float("-inf")), descending=True)
+    thr = tl.full([], float("-inf"), tl.float32)
+    if topk:
+        t_k = tl.max(tl.where(pos == rank - 1, srt, float("-inf")), axis=0)
+        thr = tl.where(rank > 0, t_k, float("inf"))
+    e = tl.where(valid & (srt >= thr), tl.exp(srt - M), 0.0)
+    if topp:
+        zk = Z
+        if topk:
+            zk = s_cert + tl.sum(e, axis=0)
+        above = s_cert + tl.cumsum(e, 0) - e
+        stays = valid & (srt >= thr) & (above < p * zk)
+        thr = tl.min(tl.where(stays, srt, float("inf")), axis=0)
+    return thr
+
+
+@triton.jit
+def _searched_threshold(x_row, bv_row, bi_row, n, V, lim, spill, A, j_c, j_x, rank, topk, topp, p, M, Z, s_cert,
+                        BLOCK: tl.constexpr, WAYS: tl.constexpr, NB: tl.constexpr, SCALE: tl.constexpr):
+    """The threshold among the undecided entries by the multi-way key search, a pass over them per step: for more
+    than BLOCK buffered entries, or a row whose buffer overflowed (then read from the row itself)."""
+    cols = tl.arange(0, BLOCK)
+    ways = tl.arange(0, WAYS).to(tl.int64)
+    vmax = tl.full([], float("-inf"), tl.float32)
+    vmin = tl.full([], float("inf"), tl.float32)
+    for off in range(0, lim, BLOCK):
+        v, col, valid = _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x, NB, SCALE)
+        vmax = tl.maximum(vmax, tl.max(tl.where(valid, v, float("-inf")), axis=0))
+        vmin = tl.minimum(vmin, tl.min(tl.where(valid, v, float("inf")), axis=0))
+    thr = tl.full([], float("-inf"), tl.float32)
+    if topk:
+        # t_k: the rank-th largest undecided entry (rank <= 0: the kept ones already hold k entries)
+        lo = _float_to_key(vmin).to(tl.int64)
+        hi = _float_to_key(vmax).to(tl.int64)
+        while lo < hi:
+            step = (hi - lo + WAYS) // WAYS
+            tf = _key_to_float(tl.minimum(lo + ways * step, hi).to(tl.int32))
+            cnt = tl.zeros([WAYS], dtype=tl.int32)
+            for off in range(0, lim, BLOCK):
+                v, col, valid = _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x,
+                                                NB, SCALE)
+                cnt += tl.sum((valid[:, None] & (v[:, None] >= tf[None, :])).to(tl.int32), axis=0)
+            lo, hi = _k_step(lo, hi, cnt, rank, WAYS)
+        thr = tl.where(rank > 0, _key_to_float(lo.to(tl.int32)), float("inf"))
+    if topp:
+        # the kept normalizer: the row's with top-k off; else S_cert and the undecided entries >= t_k
+        zk = Z
+        if topk:
+            zk = s_cert
+            for off in range(0, lim, BLOCK):
+                v, col, valid = _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x,
+                                                NB, SCALE)
+                zk += tl.sum(tl.where(valid & (v >= thr), tl.exp(v - M), 0.0), axis=0)
+        # t_p: the smallest key t >= thr with S_cert + mass(undecided > t) < p * zk; none when S_cert alone
+        # reaches it (every undecided entry is out)
+        inv_z = 1.0 / zk
+        lo = _float_to_key(tl.maximum(thr, vmin)).to(tl.int64)
+        hi = _float_to_key(vmax).to(tl.int64)
+        hi = tl.maximum(hi, lo)
+        while lo < hi:
+            step = (hi - lo + WAYS) // WAYS
+            tf = _key_to_float(tl.minimum(lo + (ways + 1) * step - 1, hi).to(tl.int32))
+            mass = tl.zeros([WAYS], dtype=tl.float32) + s_cert
+            for off in range(0, lim, BLOCK):
+                v, col, valid = _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x,
+                                                NB, SCALE)
+                e = tl.where(valid & (v >= thr), tl.exp(v - M), 0.0)
+                mass += tl.sum(tl.where(v[:, None] > tf[None, :], e[:, None], 0.0), axis=0)
+            lo, hi = _p_step(lo, hi, mass, inv_z, p, WAYS)
+        thr = tl.where(s_cert * inv_z < p, tl.maximum(thr, _key_to_float(lo.to(tl.int32))), float("inf"))
+    return thr
+
+
+def _bins_chunks(B: int, V: int) -> tuple[int, int]:
+    """(N chunks, chunk length) of the bins path for a [B, V] call: BIN_PROGRAMS // B chunks a row, at most
+    BIN_MAX_CHUNKS, of whole BIN_BLOCK_V tiles."""
+    cfg = CONFIGS
+    n = max(1, min(cfg["BIN_PROGRAMS"] // B, cfg["BIN_MAX_CHUNKS"]))
+    ch = triton.cdiv(triton.cdiv(V, n), cfg["BIN_BLOCK_V"]) * cfg["BIN_BLOCK_V"]
+    return triton.cdiv(V, ch), ch
+
+
+def _bins_filter(logits, k, p, y) -> None:
+    B, V = logits.shape
+    cfg = CONFIGS
+    N, CH = _bins_chunks(B, V)
+    nb, scale, cap = cfg["BIN_COUNT"], float(cfg["BIN_SCALE"]), cfg["BIN_CAP"]
+    dev = logits.device
+    # one int32 workspace: per chunk max, normalizer part, anchor, count below the window, offset, kept mass
+    # [B, N]; rings [B, N, NB]; decisions [B, 8]; undecided values and columns [B, CAP]
+    nc, nd = B * N, B * _DEC_WORDS.value
+    ws = torch.empty(6 * nc + nc * nb + nd + 2 * B * cap, dtype=torch.int32, device=dev)
+    m, z, a, low, off, s = (ws[i * nc:(i + 1) * nc] for i in range(6))
+    m, z, s = m.view(torch.float32), z.view(torch.float32), s.view(torch.float32)
+    h = ws[6 * nc:6 * nc + nc * nb]
+    dec = ws[6 * nc + nc * nb:6 * nc + nc * nb + nd]
+    bv = ws[6 * nc + nc * nb + nd:6 * nc + nc * nb + nd + B * cap].view(torch.float32)
+    bi = ws[6 * nc + nc * nb + nd + B * cap:]
+    pdl = _pdl(logits)
+    bins = dict(NB=nb, SCALE=scale)
+    _bins_stats_kernel[(B, N)](logits, V, logits.stride(0), CH, N, m, z, a, low, h, BLOCK_V=cfg["BIN_BLOCK_V"], **bins,
+                               USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_num_warps"])
+    _bins_decide_kernel[(B,)](k, p, V, N, m, z, a, low, h, dec, off, cap, RED=cfg["BIN_RED"], **bins,
+                              USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_DECIDE_num_warps"])
+    _bins_write_kernel[(B, N)](logits, y, V, logits.stride(0), y.stride(0), CH, N, dec, off, s, bv, bi, cap,
+                               BLOCK_V=cfg["BIN_BLOCK_V"], SKIP_EMPTY=cfg["BIN_SKIP_EMPTY"], **bins,
+                               USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_num_warps"])
+    _bins_search_kernel[(B,)](logits, y, p, V, logits.stride(0), y.stride(0), N, dec, s, bv, bi, cap,
+                              BLOCK=cfg["BIN_SEARCH_BLOCK"], WAYS=cfg["BIN_SEARCH_WAYS"], RED=_RED, **bins,
+                              USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_SEARCH_num_warps"])
+
 def _pdl(t, cfg=None) -> bool:
     """cfg["PDL"] (CONFIGS' by default; the split path passes its settings for B rows) on a GPU with programmatic
     dependent launch (compute capability 9 and later)."""
@@ -579,6 +1028,9 @@ def top_k_top_p_filter(logits, k, p):
     B, V = logits.shape
     y = torch.empty((B, V), dtype=torch.float32, device=logits.device)
     if B == 0 or V == 0:
+        return y
+    if CONFIGS["BIN_PATH"]:
+        _bins_filter(logits, k, p, y)
         return y
     split = _split_chunks(B, V)
     if split is not None:
