@@ -74,11 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             parts = ", ".join(f"{k[:40]} {t:.1f}" + (f" (x{n})" if n > 1 else "") for k, t, n in kernels)
             lines.append(f"- {shape.id} {name}: {total:.1f} us = {parts}")
             print(lines[-1], flush=True)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "kernel_times.json").write_text(json.dumps(rows, indent=1))
-        (out / "kernel_times.md").write_text("\n".join(lines) + "\n")
+            if args.out:                          # after every row: a lost machine keeps what was timed
+                out = Path(args.out)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "kernel_times.json").write_text(json.dumps(rows, indent=1))
+                (out / "kernel_times.md").write_text("\n".join(lines) + "\n")
     return 0
 
 
