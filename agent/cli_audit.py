@@ -1,7 +1,8 @@
 """`aka audit`: review runs from the audit trail.
 
     aka audit list                        runs: operator, proposer, iterations, accepted, best score, end
-    aka audit show RUN                    one run: plan, every iteration with its verdict and lesson, dropouts
+    aka audit show RUN                    one run: plan, every iteration with its verdict and lesson, dropouts,
+                                          how many moves the search dropped before the GPU
     aka audit diff RUN [ITER]             unified diff: candidate of ITER vs its incumbent (default: seed vs final)
     aka audit verify [--strict]           walk the hash chain; exit 1 naming the first bad record
     aka audit export RUN --to DIR         upstream-ready bundle (agent/audit_export.py)
@@ -91,7 +92,8 @@ def list_runs(db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, overri
 @app.command()
 def show(run: str = typer.Argument(..., help="run id, unique prefix, or `last`"),
          db: Optional[Path] = _DB, config: Optional[Path] = _CONFIG, override: List[str] = _OVERRIDE):
-    """One run: its plan, every iteration (verdict, score, what changed, lesson), dropouts, usage, end."""
+    """One run: its plan, every iteration (verdict, score, what changed, lesson), dropouts, the search's drops before
+    the GPU, usage, end."""
     from rich.table import Table
     from rich.text import Text
 
@@ -121,6 +123,11 @@ def show(run: str = typer.Argument(..., help="run id, unique prefix, or `last`")
         for d in v.of(R.Dropout):
             console.print(f"dropout before iteration {d.iteration}: masked {list(d.masked)} "
                           f"(p={d.p}, rng seed {d.rng_seed}, protected {list(d.protected)})", markup=False)
+        drops = {it.iteration: len(it.proposal.dropped) for it in iterations if it.proposal and it.proposal.dropped}
+        if drops:
+            console.print(f"{sum(drops.values())} search moves dropped before the GPU by the compile check, with "
+                          f"their reasons in the proposal meta (`dropped`) of iterations "
+                          f"{', '.join(f'#{i}' for i in drops)}", highlight=False, markup=False)
         usages = [it.usage for it in iterations if it.usage is not None]
         tokens = sum(u.tokens for u in usages)
         usd = sum(u.usd for u in usages)

@@ -126,6 +126,11 @@ class ProposalInfo:
     error: str | None = None
     meta: dict = field(default_factory=dict)
 
+    @property
+    def dropped(self) -> list[dict]:
+        """Moves the search dropped before the GPU since its previous proposal: {changed, why} each."""
+        return list(self.meta.get("dropped") or ())
+
 
 @dataclass(frozen=True)
 class Iteration:

@@ -55,7 +55,9 @@ after the evaluation has started. The sandbox's compile gate runs a tiny shape, 
 move in another bucket is also compiled as a *probe*, that bucket copied into every sibling: fused_moe's
 "up to 24" bucket, the one its T256-E128 decode shape reads, was never compiled before, and 6 of 10 GPU screens of
 the H100 run in benchmarks/results/moe_decode_tiles.md failed there. A probe that compiled nothing drops nothing:
-that move goes to the GPU as before, and its proposal says what was not checked (meta "precheck").
+that move goes to the GPU as before, and its proposal says what was not checked (meta "precheck"). The next
+proposal handed out (the final one included) lists the drops made since the last, each {changed, why}, in its
+meta "dropped": the loop stores that meta in the iteration's audit record.
 Prefetch: `prefetch(n)` takes the next n moves now and starts their checks while the GPU times other
 candidates; `propose` hands them out in order, waiting for a check that has not finished. A move taken without
 prefetch (the first of a run, the first after a climb, the rest of a round larger than the prefetch) is checked
@@ -220,6 +222,7 @@ class SearchProposer:
         self._model_sig: tuple | None = None
         self._pool_configs: tuple[tuple, list] | None = None   # (slots signature, [(config, key)])
         self.dropped: list[tuple[str, str]] = []   # (changed, why) of moves the pre-compile dropped
+        self._reported = 0                          # dropped[:_reported] went out in a proposal's meta
 
     # ---- protocol -----------------------------------------------------------------------------
     def propose(self, ctx: ProposalContext) -> Proposal:
@@ -237,12 +240,13 @@ class SearchProposer:
                 what = self._space_error or "every reachable config and alternative has been tried"
                 return Proposal(source=None, error=f"search exhausted: {what} ({len(self.scores)} evaluated, "
                                                    f"{len(self.dropped)} dropped before the GPU)",
-                                meta={"proposer": self.name, "final": True})
+                                meta=self._with_drops({"proposer": self.name, "final": True}))
             if move.key not in self._tabu:
                 break
         self._tabu.add(move.key)
         self._moves[move.key] = dataclasses.replace(move, source="")   # observe needs all but the text
-        meta = {"proposer": self.name, "move": move.kind, "key": move.key, "profile": self._profile.describe()}
+        meta = self._with_drops({"proposer": self.name, "move": move.kind, "key": move.key,
+                                 "profile": self._profile.describe()})
         if move.config is not None:
             meta["config"] = _jsonable(move.config)
         if move.precheck:
@@ -359,6 +363,14 @@ class SearchProposer:
         self._tabu.add(move.key)
         self.dropped.append((move.changed, why))
         return None
+
+    def _with_drops(self, meta: dict) -> dict:
+        """`meta` plus the moves dropped since the last proposal went out: the loop records a proposal's meta
+        in its iteration record (agent/loop.py _commit), so every drop and its reason reach the audit trail."""
+        if len(self.dropped) > self._reported:
+            meta["dropped"] = [{"changed": c, "why": w} for c, w in self.dropped[self._reported:]]
+            self._reported = len(self.dropped)
+        return meta
 
     def _free(self, key: str) -> bool:
         return key not in self._tabu and all(m.key != key for m in self._prefetched)

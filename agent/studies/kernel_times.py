@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -44,10 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--out", default="")
     args = ap.parse_args(argv)
+    from benchmarks.registry import UnknownOperator, load_operator
+    try:
+        spec = load_operator(args.op)
+    except UnknownOperator as e:        # the registry's message names the op and every known one
+        print(f"kernel_times: {e}; pass one of them to --op", file=sys.stderr)
+        return 2
     import torch
     from agent.studies import seed_variants as sv
-    from benchmarks.registry import load_operator
-    spec = load_operator(args.op)
     wanted = [s for s in args.shapes.split(",") if s]
     shapes = [s for s in spec.shapes if (s.id in wanted if wanted else s.hot)]
     missing = sorted(set(wanted) - {s.id for s in shapes})
