@@ -213,6 +213,23 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("bins_scan_every_tile", {"BIN_SKIP_EMPTY": 0}),        # the write pass's scan on every tile (call 4)
         ("bins_red8", {"BIN_RED": 8}),                          # decide merging 8 chunks a step (call 4)
         ("bins_pdl_off", {"PDL": 0}),
+        # bins of 1/8 and 1/2 a unit over the same 32 units (1/4 since session 25: tl.histogram's ballots and
+        # masks a logit grow with the bins, 1040 SASS instructions in stats at 256 bins, 784 at 128, 760 at 64
+        # built for sm_90; the undecided bands with their width), the reads without the next tile loaded ahead,
+        # decide's bounds without Z less the other side (BIN_TIGHT); rows of up to 2048 undecided entries sorted in
+        # registers (BIN_SORT_MAX) off, or up to 4096 / 8192; the search on 8 warps (spills under triton 3.6) or
+        # with 32 ways a pass; all five as the seed was before session 25
+        ("bins_eighth", {"BIN_SCALE": 8, "BIN_COUNT": 256}),
+        ("bins_half", {"BIN_SCALE": 2, "BIN_COUNT": 64, "BIN_CAP": 32768}),
+        ("bins_no_prefetch", {"BIN_PREFETCH": 0}),
+        ("bins_loose", {"BIN_TIGHT": 0}),
+        ("bins_sort_off", {"BIN_SORT_MAX": 0}),
+        ("bins_sort4096", {"BIN_SORT_MAX": 4096}),
+        ("bins_sort8192", {"BIN_SORT_MAX": 8192}),
+        ("bins_search_w8", {"BIN_SEARCH_num_warps": 8}),
+        ("bins_search_ways32", {"BIN_SEARCH_WAYS": 32}),
+        ("bins_before_s25", {"BIN_SCALE": 8, "BIN_COUNT": 256, "BIN_PREFETCH": 0, "BIN_TIGHT": 0, "BIN_SORT_MAX": 0,
+                             "BIN_SEARCH_num_warps": 8}),
     ],
     # decode rows (T <= 256, H = 4096) lost to Liger 0.88-0.91: weight/bias loads issued before x's, rsqrt (the
     # decode defaults since 2026-12-02); one three-value exchange for the statistics (CHAN) read 1.4x slower; one

@@ -333,10 +333,14 @@ def test_the_seed_variants_steer_the_bins_path():
 
 @pytest.mark.interpreter
 @pytest.mark.parametrize("settings", [
-    dict(BIN_BLOCK_V=16, BIN_SEARCH_BLOCK=32),                           # many tiles a chunk: the anchor moves
+    dict(BIN_BLOCK_V=16, BIN_SEARCH_BLOCK=32, BIN_PREFETCH=0),          # many tiles a chunk: the anchor moves
     dict(BIN_BLOCK_V=32, BIN_COUNT=64, BIN_SCALE=4, BIN_CAP=40, BIN_SEARCH_BLOCK=16, BIN_RED=2),   # rows spill
-    dict(BIN_BLOCK_V=64, BIN_COUNT=32, BIN_SCALE=64, BIN_SEARCH_WAYS=2),  # a window of half a unit: most entries
-], ids=["anchor_moves", "spill", "narrow_window"])                       # in the last bin; bisection
+    # a window of half a unit (most entries in the last bin), the search by bisection
+    dict(BIN_BLOCK_V=64, BIN_COUNT=32, BIN_SCALE=64, BIN_SEARCH_WAYS=2),
+    dict(BIN_BLOCK_V=16, BIN_SEARCH_BLOCK=32, BIN_PREFETCH=1),          # the next tile loaded ahead, chunks' ends
+    # rows by the first sort, the second (BIN_SORT_MAX) or the search
+    dict(BIN_BLOCK_V=64, BIN_PREFETCH=0, BIN_SEARCH_BLOCK=16, BIN_SORT_MAX=64),
+], ids=["anchor_moves", "spill", "narrow_window", "prefetch", "wide_sort"])
 def test_the_bins_path_on_hand_and_seeded_rows(spec, seed, monkeypatch, settings):
     """The bins path against the reference: ties at both cuts, -inf entries, k above V, p tiny and p near 1, one
     value everywhere, logits beyond the bins' exact range (x 1e6: searched whole) and a row of -inf."""
@@ -352,6 +356,41 @@ def test_the_bins_path_on_hand_and_seeded_rows(spec, seed, monkeypatch, settings
     assert [b for b in range(len(x)) if not torch.equal(out[b], ref[b])] == []
     inputs = spec.make_inputs({"B": 7, "V": 1263}, "fp32", seed=3)
     assert tolerance_failures(seed.top_k_top_p_filter(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
+
+
+def _undecided_counts(seed, x, k, p, tight: int) -> torch.Tensor:
+    """The bins path's stats and decide launched as _bins_filter launches them: each row's undecided entries."""
+    B, V = x.shape
+    cfg = seed.CONFIGS
+    N, CH = seed._bins_chunks(B, V)
+    nb, scale = cfg["BIN_COUNT"], float(cfg["BIN_SCALE"])
+    m, z = torch.empty(B * N), torch.empty(B * N)
+    a, low, off = (torch.empty(B * N, dtype=torch.int32) for _ in range(3))
+    h, dec = torch.empty(B * N * nb, dtype=torch.int32), torch.empty(B * 8, dtype=torch.int32)
+    seed._bins_stats_kernel[(B, N)](x, V, x.stride(0), CH, N, m, z, a, low, h, BLOCK_V=cfg["BIN_BLOCK_V"], NB=nb,
+                                    SCALE=scale)
+    seed._bins_decide_kernel[(B,)](k, p, V, N, m, z, a, low, h, dec, off, cfg["BIN_CAP"], RED=cfg["BIN_RED"], NB=nb,
+                                   SCALE=scale, TIGHT=tight)
+    return dec.view(B, 8)[:, 6]
+
+
+@pytest.mark.interpreter
+def test_tight_bounds_leave_fewer_undecided_entries_where_top_k_is_off(spec, seed, monkeypatch):
+    """TIGHT bounds each side's mass by Z less the other side's (top-k off): never more undecided entries, fewer
+    at p = 0.95-0.2 (a side's mass known within a bin's spread of the side holding less), the same where
+    top-k is on; the filter stays exact."""
+    monkeypatch.setitem(seed.CONFIGS, "BIN_BLOCK_V", 256)
+    g = torch.Generator().manual_seed(5)
+    V = 3000
+    x = (3.0 * torch.randn(6, V, generator=g)).to(torch.bfloat16).float()
+    k = torch.tensor([V, V, V, V, 40, 40], dtype=torch.int32)
+    p = torch.tensor([0.8, 0.95, 0.5, 0.2, 0.8, 1.0])
+    loose, tight = (_undecided_counts(seed, x, k, p, t) for t in (0, 1))
+    assert (tight <= loose).all(), (loose, tight)
+    assert (tight[:4] < loose[:4]).all() and torch.equal(tight[4:], loose[4:]), (loose, tight)
+    for t in (0, 1):
+        monkeypatch.setitem(seed.CONFIGS, "BIN_TIGHT", t)
+        assert torch.equal(seed.top_k_top_p_filter(x, k, p), spec.reference(x, k, p))
 
 
 @pytest.mark.interpreter
@@ -373,23 +412,27 @@ def test_the_bins_kernels_build_for_hopper_without_spills(spec, seed):
              "a_ptr": "*i32", "l_ptr": "*i32", "h_ptr": "*i32", "dec_ptr": "*i32", "off_ptr": "*i32", "s_ptr": "*fp32",
              "bv_ptr": "*fp32", "bi_ptr": "*i32"}
     bins = dict(NB=cfg["BIN_COUNT"], SCALE=float(cfg["BIN_SCALE"]), USE_PDL=True)
+    reads = dict(BLOCK_V=cfg["BIN_BLOCK_V"], PREFETCH=cfg["BIN_PREFETCH"], **bins)
     aligned = ["x_ptr", "y_ptr", "CH", "V", "stride_x", "stride_y"]
     compiles = [
-        {"kernel": "_bins_stats_kernel", "constexprs": dict(BLOCK_V=cfg["BIN_BLOCK_V"], **bins),
+        {"kernel": "_bins_stats_kernel", "constexprs": reads,
          "num_warps": cfg["BIN_num_warps"]},
-        {"kernel": "_bins_decide_kernel", "constexprs": dict(RED=cfg["BIN_RED"], **bins),
+        {"kernel": "_bins_decide_kernel", "constexprs": dict(RED=cfg["BIN_RED"], TIGHT=cfg["BIN_TIGHT"], **bins),
          "num_warps": cfg["BIN_DECIDE_num_warps"]},
-        {"kernel": "_bins_write_kernel", "constexprs": dict(BLOCK_V=cfg["BIN_BLOCK_V"], **bins),
+        {"kernel": "_bins_write_kernel", "constexprs": reads,
          "num_warps": cfg["BIN_num_warps"]},
         {"kernel": "_bins_search_kernel", "constexprs": dict(BLOCK=cfg["BIN_SEARCH_BLOCK"], WAYS=cfg["BIN_SEARCH_WAYS"],
-                                                             RED=seed._RED, **bins),
+                                                             RED=seed._RED, SORT_MAX=cfg["BIN_SORT_MAX"], **bins),
          "num_warps": cfg["BIN_SEARCH_num_warps"]}]
+    flipped = 1 - cfg["BIN_PREFETCH"]       # both ways of the reads' prefetch, a wide second sort of 4096
+    compiles += [dict(compiles[i], constexprs=dict(compiles[i]["constexprs"], PREFETCH=flipped)) for i in (0, 2)]
+    compiles += [dict(compiles[3], constexprs=dict(compiles[3]["constexprs"], SORT_MAX=4096))]
     for c in compiles:
         c.update(types=types, aligned=aligned, num_stages=3)
     results = hopper_compile.compile_for_hopper(spec.seed_path, compiles)
     for c, r in zip(compiles, results):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['kernel']}: {r['usage']}"
-    for r in (results[0], results[2]):
+    for r in (results[0], results[2], results[4], results[5]):
         assert r["load_forms"].get("ld.global.v4.b32", 0) >= 1, r
 
 
@@ -506,8 +549,9 @@ def test_radix_top_k_gives_the_searchs_bytes_on_the_gpu(spec, seed, dims, monkey
 @pytest.mark.parametrize("dims", [{"B": 256, "V": 151936}, {"B": 64, "V": 129280}, {"B": 2, "V": 151936},
                                   {"B": 100, "V": 50021}, {"B": 3, "V": 2000}])
 def test_the_bins_path_gives_the_key_searchs_bytes_on_the_gpu(spec, seed, dims, monkeypatch):
-    """The bins path as committed, with a buffer so small that rows spill (searched whole), and with bins so
-    coarse that the window ends inside the logits: the bytes of the key-search paths, which are the reference's."""
+    """The bins path as committed, with a buffer so small that rows spill (searched whole), with the reads'
+    prefetch, the wide sort and decide's tight bounds flipped, and with bins so coarse that the window ends inside
+    the logits: the bytes of the key-search paths, which are the reference's."""
     inputs = spec.make_inputs(dims, "bf16", seed=6, device="cuda")
     monkeypatch.setitem(seed.CONFIGS, "BIN_PATH", 0)
     by_search = seed.top_k_top_p_filter(**inputs)
@@ -517,6 +561,12 @@ def test_the_bins_path_gives_the_key_searchs_bytes_on_the_gpu(spec, seed, dims, 
     monkeypatch.setitem(seed.CONFIGS, "BIN_CAP", 64)
     assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
     monkeypatch.setitem(seed.CONFIGS, "BIN_CAP", 16384)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_PREFETCH", 1 - seed.CONFIGS["BIN_PREFETCH"])
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_SORT_MAX", 4096 if seed.CONFIGS["BIN_SORT_MAX"] == 0 else 0)
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_TIGHT", 1 - seed.CONFIGS["BIN_TIGHT"])
+    assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)
     monkeypatch.setitem(seed.CONFIGS, "BIN_SCALE", 2)
     monkeypatch.setitem(seed.CONFIGS, "BIN_COUNT", 16)
     assert torch.equal(seed.top_k_top_p_filter(**inputs), by_search)

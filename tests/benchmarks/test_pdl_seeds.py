@@ -21,7 +21,7 @@ TOPK = {"x_ptr": "*fp32", "k_ptr": "*i32", "p_ptr": "*fp32", "y_ptr": "*fp32", "
         "cnt_in": "*i32", "cnt_out": "*i32", "h_in": "*i32", "h_out": "*i32", "acc_in": "*fp32", "acc_out": "*fp32",
         "st_in": "*i32", "st_out": "*i32", "tmx_ptr": "*fp32", "m_ptr": "*fp32", "a_ptr": "*i32", "l_ptr": "*i32",
         "h_ptr": "*i32", "dec_ptr": "*i32", "off_ptr": "*i32", "s_ptr": "*fp32", "bv_ptr": "*fp32", "bi_ptr": "*i32"}
-BINS = dict(NB=256, SCALE=8.0)
+BINS = dict(NB=128, SCALE=4.0)
 
 MOE = {"hidden_ptr": "*bf16", "w1_ptr": "*bf16", "inter_ptr": "*bf16", "w2_ptr": "*bf16", "partial_ptr": "*bf16",
        "out_ptr": "*bf16", "topk_weights_ptr": "*fp32", "sorted_ids_ptr": "*i32", "block_expert_ptr": "*i32",
@@ -66,12 +66,12 @@ KERNELS = [
      TOPK, 4),
     ("top_k_top_p_filter", "_split_topp_kernel", dict(BLOCK_V=512, WAYS=4, RED=32, FIRST=False, LOCAL_ACC=1), TOPK, 4),
     ("top_k_top_p_filter", "_split_write_kernel", dict(BLOCK_V=512, WAYS=4, RED=32), TOPK, 4),
-    ("top_k_top_p_filter", "_bins_stats_kernel", dict(BLOCK_V=1024, **BINS), TOPK, 4),
-    ("top_k_top_p_filter", "_bins_decide_kernel", dict(RED=32, **BINS), TOPK, 8),
-    ("top_k_top_p_filter", "_bins_write_kernel", dict(BLOCK_V=1024, **BINS), TOPK, 4),
+    ("top_k_top_p_filter", "_bins_stats_kernel", dict(BLOCK_V=1024, PREFETCH=1, **BINS), TOPK, 4),
+    ("top_k_top_p_filter", "_bins_decide_kernel", dict(RED=32, TIGHT=1, **BINS), TOPK, 8),
+    ("top_k_top_p_filter", "_bins_write_kernel", dict(BLOCK_V=1024, PREFETCH=1, **BINS), TOPK, 4),
     # the search on 4 warps (the variant bins_search_w4): on the seed's 8, with V not known to be a multiple of 16,
     # ptxas keeps a 16-byte stack; V of every hot shape is, and there it has none (test_op_top_k_top_p_filter.py)
-    ("top_k_top_p_filter", "_bins_search_kernel", dict(BLOCK=1024, WAYS=16, RED=32, **BINS), TOPK, 4),
+    ("top_k_top_p_filter", "_bins_search_kernel", dict(BLOCK=1024, WAYS=16, RED=32, SORT_MAX=4096, **BINS), TOPK, 4),
     ("fused_moe", "_fused_moe_align_small_kernel", dict(TOPK=8, CHUNK=512, NUM_BINS=128, ALIGN_RANK=1, **MOE_LAYOUT),
      MOE, 4),
     ("fused_moe", "_fused_moe_count_kernel", dict(TOPK=8, CHUNK=1024, NUM_BINS=128), MOE, 4),

@@ -11,8 +11,9 @@ The bins path (BIN_PATH=1, the default since 2026-12-06): two reads of the logit
   3. write (B x N): kept entries copied, the rest -inf; undecided ones (value, column) to the buffer; each
      chunk's exact mass of kept entries summed.
   4. search (a program a row): the exact thresholds among the undecided entries, sorted in registers when at
-     most BIN_SEARCH_BLOCK (the common case), else by the multi-way key search below; a row whose buffer
-     overflowed is searched whole (slow, exact). The undecided entries that stay are written over the -inf.
+     most BIN_SEARCH_BLOCK (the common case) or BIN_SORT_MAX, else by the multi-way key search below; a row
+     whose buffer overflowed is searched whole (slow, exact). The undecided entries that stay are written over
+     the -inf. The launch takes as long as its slowest row: one searched by passes.
 Exact like the key searches (integer counts; fp32 masses in another order, which the contract's 1e-3 margin
 allows): the bounds carry a slack of 1e-4 in mass, and a row whose max is beyond +-2^19 (bin edges not exact in
 fp32) is searched whole.
@@ -124,19 +125,46 @@ CONFIGS = {
     # run) it took 0.23-0.24 of the key searches' time at B = 256 (487.8 / 403.9 / 397.1 us against 2028.7 /
     # 1749.5 / 1732.6), 0.29-0.30 at B = 64 (158.5 / 133.3 against 539.5 / 439.6) and 0.40-0.41 at B = 2 (25.7 /
     # 27.2 against 64.0 / 66.3). Its settings: bins BIN_SCALE a logit unit (a power of 2), BIN_COUNT of them
-    # below a row's max: 1/8 over 32 units (1/16 read 1.3x slower at B = 256, the histogram's cost; 1/4 over 16
+    # below a row's max: 1/8 over 32 units before session 25 (1/16 read 1.3x slower at B = 256; 1/4 over 16
     # units was within 6% at B >= 64 and 0.74 of the time at B = 2, but a window of 16 cannot rule out the entries
     # below it for p near 1 when one logit dominates: V e^-16 ~ 0.02 of the mass, so such rows are searched whole);
     # chunks of BIN_BLOCK_V tiles, BIN_PROGRAMS // B a row, at most BIN_MAX_CHUNKS (2112 programs read 0.92 of
     # the time at B = 256, one timing a shape: not adopted); up to BIN_CAP undecided entries a row buffered; the
-    # search's sort tile, ways and warps (8 warps: 0.79-0.91 of 4's time). BIN_RED chunks merged a step in decide
+    # search's sort tile, ways and warps (8 warps: 0.79-0.91 of 4's time; 16 since session 25, BIN_SORT_MAX's
+    # comment). BIN_RED chunks merged a step in decide
     # (32: 0.75-0.78 of 8's time at B = 2, 50 chunks a row; within 2% elsewhere); BIN_SKIP_EMPTY=1: the write pass
     # skips the compaction's scan on tiles without undecided entries (0.90-0.92 of the time at B = 256, 0.92-0.93
     # at B = 64; call 5).
+    # Since 2026-12-06 (session 25, H100, one timing a shape, the variant `bins_quarter_prefetch` against the seed
+    # in one run): bins of 1/4 a unit over the same 32 units (BIN_COUNT 128) with BIN_PREFETCH, 0.83-0.88 of the
+    # time at B = 256 (427.3 / 343.7 / 337.9 us against 483.6 / 404.7 / 404.3), 0.91-0.95 at B = 64 and 0.81 at
+    # B = 2. ncu at B256-V151936: stats 136 us against 208 (tl.histogram's ballots and masks), write 125 against
+    # 155 (the prefetch), the search 229 against 168 (bands twice as wide).
     "BIN_PATH": 1,
-    "BIN_SCALE": 8, "BIN_COUNT": 256, "BIN_BLOCK_V": 1024, "BIN_num_warps": 4,
+    "BIN_SCALE": 4, "BIN_COUNT": 128, "BIN_BLOCK_V": 1024, "BIN_num_warps": 4,
     "BIN_PROGRAMS": 1056, "BIN_MAX_CHUNKS": 64, "BIN_RED": 32, "BIN_DECIDE_num_warps": 8, "BIN_SKIP_EMPTY": 1,
-    "BIN_CAP": 16384, "BIN_SEARCH_BLOCK": 1024, "BIN_SEARCH_WAYS": 16, "BIN_SEARCH_num_warps": 8,
+    "BIN_CAP": 16384, "BIN_SEARCH_BLOCK": 1024, "BIN_SEARCH_WAYS": 16, "BIN_SEARCH_num_warps": 16,
+    # BIN_PREFETCH=1: the two reads load tile i + 1 before tile i's block max, histogram and count, each a
+    # cross-warp exchange with a barrier, so a DRAM round trip overlaps them (a register copy of a tile more a
+    # thread): the write pass 0.81 of its time at B256-V151936 (ncu: 125 against 155 us, 70% of DRAM bandwidth
+    # against 57%), stats within 4% (bound by its instructions).
+    "BIN_PREFETCH": 1,
+    # BIN_SORT_MAX > BIN_SEARCH_BLOCK: rows with more undecided entries than the first sort takes, up to this many,
+    # are sorted in registers too (a second tl.sort, this wide, in the same kernel); 0: off. The search on 16
+    # warps: triton 3.6 builds it on 8 with 128 registers and a 24-byte stack (ncu: 3.7 MB of local memory
+    # traffic at B = 256), on 16 with 113 and no stack. Each alone (H100, 2026-12-06, one timing a shape): 2048
+    # took 0.91-0.92 of the time at B256-V129280 / V128256, 0.80-0.81 at B64-V151936, 0.95 at B64-V129280, within
+    # 1.5% elsewhere (two runs); 16 warps 0.93 at B = 256, 0.90-0.91 at B = 64, within 1% at B = 2. Replaying
+    # the search launch over subsets of its rows (agent/studies/topk_search_probe.py, B256-V151936): rows sorted
+    # in registers cost ~3 us, the 45 rows of 1000-4120 entries searched by passes ~125 us (one row of 4120 alone
+    # ~90 us): the launch's time is its largest searched row.
+    "BIN_SORT_MAX": 2048,
+    # BIN_TIGHT=1: decide bounds a side's mass by Z less the other side's where top-k is off (its docstring); on
+    # the operator's inputs at B256-V151936 the most undecided entries of a row fell from 3113 to 2045 with bins
+    # of 1/4 and from 2029 to 1015 with bins of 1/8 (numpy over decide's bounds, CPU inputs of seed 0). Timed
+    # (H100, 2026-12-06, the variant `bins_loose` in the same run): 0.79-0.88 of the time at B = 256 and 64
+    # (347.6 / 297.6 / 296.0 us against 425.4 / 340.1 / 335.9 at B = 256), within 1.5% at B = 2.
+    "BIN_TIGHT": 1,
 }
 SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1], "TILE_SKIP": [0, 1]}
 
@@ -628,7 +656,8 @@ def _evicted(anchor, new_anchor, NB: tl.constexpr):
 
 @triton.jit
 def _bins_stats_kernel(x_ptr, V, stride_x, CH, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, BLOCK_V: tl.constexpr,
-                       NB: tl.constexpr, SCALE: tl.constexpr, USE_PDL: tl.constexpr = False):
+                       NB: tl.constexpr, SCALE: tl.constexpr, PREFETCH: tl.constexpr = 0,
+                       USE_PDL: tl.constexpr = False):
     """Read 1, chunk c of row b: its max, its softmax normalizer part (relative to that max) and the counts of
     its logits by grid index (floor(x * SCALE)) over the NB indices up to its own anchor (the grid index of its
     max so far), in a ring, with one count of everything below that window. The lowest index of the window
@@ -649,9 +678,15 @@ def _bins_stats_kernel(x_ptr, V, stride_x, CH, N, m_ptr, z_ptr, a_ptr, l_ptr, h_
     h = tl.zeros([NB], dtype=tl.int32)
     below = tl.zeros([], dtype=tl.int32)
     outside = tl.zeros([BLOCK_V], dtype=tl.int32)
+    if PREFETCH:
+        nxt = tl.load(x_row + start + cols, mask=start + cols < end, other=float("-inf"))
     for off in range(start, end, BLOCK_V):
         mask = off + cols < end
-        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        if PREFETCH:    # the next tile's load goes out before this tile's reductions wait at their barriers
+            x = nxt
+            nxt = tl.load(x_row + off + BLOCK_V + cols, mask=off + BLOCK_V + cols < end, other=float("-inf"))
+        else:
+            x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
         tmax = tl.max(x, axis=0)
         ta = _grid_index(tmax, SCALE)
         if ta > anchor:
@@ -692,7 +727,8 @@ def _row_rings(a_ptr, l_ptr, h_ptr, row, c0, N, A, NB: tl.constexpr, RED: tl.con
 
 @triton.jit
 def _bins_decide_kernel(k_ptr, p_ptr, V, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, dec_ptr, off_ptr, CAP,
-                        NB: tl.constexpr, SCALE: tl.constexpr, RED: tl.constexpr, USE_PDL: tl.constexpr = False):
+                        NB: tl.constexpr, SCALE: tl.constexpr, RED: tl.constexpr, TIGHT: tl.constexpr = 0,
+                        USE_PDL: tl.constexpr = False):
     """One program a row: merge its chunks' statistics, then sort its bins into certainly kept (bins <= j_c),
     undecided (j_c < bin <= j_x) and certainly excluded (bins > j_x), and give each chunk the offset of its
     undecided entries in the row's buffer. Bin j holds grid index A - j (A the row's anchor), the last bin every
@@ -702,7 +738,8 @@ def _bins_decide_kernel(k_ptr, p_ptr, V, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, d
         are out; top-p: x in bin j is kept when even the upper bound of the mass of bins 0..j is < p times a
         lower bound of the kept normalizer, and out when the upper bound of the mass of bins > j is at most
         (1 - p) times the row's normalizer (then mass above x >= p under any top-k). With top-k on, x's kept
-        normalizer needs every entry >= t_k, so its undecided bins reach down to t_k's bin."""
+        normalizer needs every entry >= t_k, so its undecided bins reach down to t_k's bin. TIGHT (top-k off):
+        each side's upper bound is also taken as Z less the other side's lower bound, the smaller of the two."""
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -742,6 +779,13 @@ def _bins_decide_kernel(k_ptr, p_ptr, V, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, d
     lb = hist.to(tl.float32) * low_e
     cub = tl.cumsum(ub, 0)
     below = tl.cumsum(ub, 0, reverse=True) - ub
+    if TIGHT:
+        # With top-k off the kept normalizer is Z, so either side's mass is Z less the other's, and a side's bound
+        # is tightest taken from the other side when that one holds less mass: at p = 0.8 the mass above a bin is
+        # then known within e^(1/SCALE) of 0.2 Z, not of 0.8 Z (half the undecided entries at B = 256, 2026-12-06)
+        tight = topk == 0
+        cub = tl.where(tight, tl.minimum(cub, Z - (tl.cumsum(lb, 0, reverse=True) - lb)), cub)
+        below = tl.where(tight, tl.minimum(below, Z - tl.cumsum(lb, 0)), below)
     z_low = tl.where(topk, tl.sum(tl.where(i <= j_ck, lb, 0.0), axis=0), Z * (1.0 - 1e-5))
     j_p = tl.min(tl.where(below <= (1.0 - p - _BIN_SLACK) * Z, i, NB - 1), axis=0)
     j_cp = tl.max(tl.where(cub < (p - _BIN_SLACK) * z_low, i, -1), axis=0)
@@ -781,7 +825,7 @@ def _bins_decide_kernel(k_ptr, p_ptr, V, N, m_ptr, z_ptr, a_ptr, l_ptr, h_ptr, d
 @triton.jit
 def _bins_write_kernel(x_ptr, y_ptr, V, stride_x, stride_y, CH, N, dec_ptr, off_ptr, s_ptr, bv_ptr, bi_ptr, CAP,
                        BLOCK_V: tl.constexpr, NB: tl.constexpr, SCALE: tl.constexpr, SKIP_EMPTY: tl.constexpr = 1,
-                       USE_PDL: tl.constexpr = False):
+                       PREFETCH: tl.constexpr = 0, USE_PDL: tl.constexpr = False):
     """Read 2 and the write, chunk c of row b: kept entries copied, the rest -inf; the undecided ones also go to
     the row's buffer (value and column) unless it overflows, and the chunk's exact mass of kept entries
     (exp(x - M)) is summed for the search."""
@@ -805,9 +849,15 @@ def _bins_write_kernel(x_ptr, y_ptr, V, stride_x, stride_y, CH, N, dec_ptr, off_
     start = c * CH
     end = tl.minimum(start + CH, V)
     s = tl.zeros([BLOCK_V], dtype=tl.float32)
+    if PREFETCH:
+        nxt = tl.load(x_row + start + cols, mask=start + cols < end, other=float("-inf"))
     for off in range(start, end, BLOCK_V):
         mask = off + cols < end
-        x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
+        if PREFETCH:    # as in stats: the next tile in flight while this one's count crosses the warps
+            x = nxt
+            nxt = tl.load(x_row + off + BLOCK_V + cols, mask=off + BLOCK_V + cols < end, other=float("-inf"))
+        else:
+            x = tl.load(x_row + off + cols, mask=mask, other=float("-inf"))
         b = _bin_of(x, A, NB, SCALE)
         kept = b <= j_c
         tl.store(y_row + off + cols, tl.where(kept, x, float("-inf")), mask=mask)
@@ -846,10 +896,11 @@ def _undecided_tile(x_row, bv_row, bi_row, off, cols, n, V, spill, A, j_c, j_x, 
 @triton.jit
 def _bins_search_kernel(x_ptr, y_ptr, p_ptr, V, stride_x, stride_y, N, dec_ptr, s_ptr, bv_ptr, bi_ptr, CAP,
                         BLOCK: tl.constexpr, WAYS: tl.constexpr, NB: tl.constexpr, SCALE: tl.constexpr,
-                        RED: tl.constexpr, USE_PDL: tl.constexpr = False):
+                        RED: tl.constexpr, SORT_MAX: tl.constexpr = 0, USE_PDL: tl.constexpr = False):
     """One program a row: the exact threshold among its undecided entries (the kept entries' exact mass S_cert
-    lies above every one of them), by a sort in registers when at most BLOCK are buffered, else by the multi-way
-    key search of the other paths; then the undecided entries >= it written over the -inf the write pass left."""
+    lies above every one of them), by a sort in registers when at most BLOCK are buffered, or at most SORT_MAX
+    (a wider sort, compiled beside the first when SORT_MAX > BLOCK), else by the multi-way key search of the other
+    paths; then the undecided entries >= it written over the -inf the write pass left."""
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -877,6 +928,14 @@ def _bins_search_kernel(x_ptr, y_ptr, p_ptr, V, stride_x, stride_y, N, dec_ptr, 
         thr = tl.full([], float("-inf"), tl.float32)
         if (n <= BLOCK) & (spill == 0):
             thr = _sorted_threshold(bv_row, n, rank, topk, topp, p, M, Z, s_cert, BLOCK)
+        elif SORT_MAX > BLOCK:
+            # top-p-only rows with p near 0.8 buffer 1000-3000 entries (B = 256, 2026-12-06): the key search's
+            # passes over them made the slowest programs of the launch
+            if (n <= SORT_MAX) & (spill == 0):
+                thr = _sorted_threshold(bv_row, n, rank, topk, topp, p, M, Z, s_cert, SORT_MAX)
+            else:
+                thr = _searched_threshold(x_row, bv_row, bi_row, n, V, lim, spill, A, j_c, j_x, rank, topk, topp, p,
+                                          M, Z, s_cert, BLOCK, WAYS, NB, SCALE)
         else:
             thr = _searched_threshold(x_row, bv_row, bi_row, n, V, lim, spill, A, j_c, j_x, rank, topk, topp, p, M,
                                       Z, s_cert, BLOCK, WAYS, NB, SCALE)
@@ -994,15 +1053,17 @@ def _bins_filter(logits, k, p, y) -> None:
     bi = ws[6 * nc + nc * nb + nd + B * cap:]
     pdl = _pdl(logits)
     bins = dict(NB=nb, SCALE=scale)
-    _bins_stats_kernel[(B, N)](logits, V, logits.stride(0), CH, N, m, z, a, low, h, BLOCK_V=cfg["BIN_BLOCK_V"], **bins,
-                               USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_num_warps"])
+    reads = dict(BLOCK_V=cfg["BIN_BLOCK_V"], PREFETCH=cfg["BIN_PREFETCH"], num_warps=cfg["BIN_num_warps"])
+    _bins_stats_kernel[(B, N)](logits, V, logits.stride(0), CH, N, m, z, a, low, h, **bins, **reads,
+                               USE_PDL=pdl, launch_pdl=pdl)
     _bins_decide_kernel[(B,)](k, p, V, N, m, z, a, low, h, dec, off, cap, RED=cfg["BIN_RED"], **bins,
-                              USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_DECIDE_num_warps"])
+                              TIGHT=cfg["BIN_TIGHT"], USE_PDL=pdl, launch_pdl=pdl,
+                              num_warps=cfg["BIN_DECIDE_num_warps"])
     _bins_write_kernel[(B, N)](logits, y, V, logits.stride(0), y.stride(0), CH, N, dec, off, s, bv, bi, cap,
-                               BLOCK_V=cfg["BIN_BLOCK_V"], SKIP_EMPTY=cfg["BIN_SKIP_EMPTY"], **bins,
-                               USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_num_warps"])
+                               SKIP_EMPTY=cfg["BIN_SKIP_EMPTY"], **bins, **reads, USE_PDL=pdl, launch_pdl=pdl)
     _bins_search_kernel[(B,)](logits, y, p, V, logits.stride(0), y.stride(0), N, dec, s, bv, bi, cap,
                               BLOCK=cfg["BIN_SEARCH_BLOCK"], WAYS=cfg["BIN_SEARCH_WAYS"], RED=_RED, **bins,
+                              SORT_MAX=cfg["BIN_SORT_MAX"],
                               USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["BIN_SEARCH_num_warps"])
 
 def _pdl(t, cfg=None) -> bool:
