@@ -230,7 +230,7 @@ class Loop:
             results.append(None)
         todo = [k for k, p in enumerate(proposals) if p.source is not None and notes[k] is None]
         if todo and not st.interpreter and hasattr(self.proposer, "prefetch"):
-            self.proposer.prefetch(2)   # compile the next candidates on CPU cores while the GPU times these
+            self._prefetch(2)
         screened: dict[int, Decision] = {}
         for n, k in enumerate(todo):
             self._show(first + k, "evaluating" + (f" sample {n + 1}/{len(todo)}" if len(todo) > 1 else ""))
@@ -292,6 +292,16 @@ class Loop:
                 score = self.score(res) if res.accepted else None
             self._timed_for, self._timed_score = st.incumbent_sha, score
         return self._timed_score
+
+    def _prefetch(self, n: int) -> None:
+        """Compile the next n candidates on CPU cores while the GPU times these. An aid: when it fails (a SIGTERM
+        sent to the whole process group kills the compile workers, and the pool raises BrokenProcessPool) the
+        iteration goes on, so it is still recorded and a stop still ends the run with its record and exit code."""
+        try:
+            self.proposer.prefetch(n)
+        except Exception as e:
+            self.progress.message(f"proposer.prefetch raised {type(e).__name__}: {e}; the next candidates are "
+                                  f"checked when they are proposed")
 
     def _round_size(self) -> int:
         """`samples`, but never past the iteration budget (each sample is an iteration)."""

@@ -166,7 +166,9 @@ CONFIGS = {
     # (347.6 / 297.6 / 296.0 us against 425.4 / 340.1 / 335.9 at B = 256), within 1.5% at B = 2.
     "BIN_TIGHT": 1,
 }
-SEARCH_SPACE = {"LOCAL_ACC": [0, 1], "TOPK_RADIX": [0, 1], "PDL": [0, 1], "TILE_SKIP": [0, 1]}
+# code paths the offline search may flip: the bins path's switches (LOCAL_ACC, TOPK_RADIX and TILE_SKIP act on
+# the key-search paths only, which BIN_PATH=1 leaves unused)
+SEARCH_SPACE = {"BIN_PREFETCH": [0, 1], "BIN_TIGHT": [0, 1], "BIN_SKIP_EMPTY": [0, 1], "PDL": [0, 1]}
 
 
 @triton.jit
