@@ -11,7 +11,13 @@ PYTEST_ARGS ?=
 # Test processes (pytest-xdist): the suite took 13 min on 2 cores with 2 of them, 18-20 min in one.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup run test test-gpu clean
+# The GPU machine's Triton (the device tool's image), for the CPU's Hopper build checks (tests that compile
+# kernels for sm_90 through tests/benchmarks/hopper_compile.py): its ptxas can allocate registers differently
+# (2026-12-06: triton 3.6 built top_k_top_p_filter's search on 8 warps with a stack, 3.7 without).
+DEVICE_TRITON ?= 3.6.0
+DEVICE_VENV := .venv-device-triton
+
+.PHONY: setup run test test-gpu device-triton test-device-triton clean
 
 setup: $(STAMP)
 
@@ -32,5 +38,17 @@ test: setup
 test-gpu: setup
 	$(PY) -m pytest -q -m gpu $(PYTEST_ARGS)
 
+# A side venv with the GPU's Triton alone; torch and the rest come from .venv (a .pth file after its own).
+device-triton: setup
+	@test -x $(DEVICE_VENV)/bin/python || $(PYTHON) -m venv $(DEVICE_VENV)
+	$(DEVICE_VENV)/bin/python -m pip install -q --disable-pip-version-check --no-deps triton==$(DEVICE_TRITON)
+	$(PY) -c "import site; print(site.getsitepackages()[0])" > "$$($(DEVICE_VENV)/bin/python -c \
+	  "import site; print(site.getsitepackages()[0])")/zz_aka_venv.pth"
+
+# The Hopper build checks compiled with the GPU's Triton (AKA_DEVICE_TRITON_PYTHON, hopper_compile.py).
+test-device-triton: device-triton
+	AKA_DEVICE_TRITON_PYTHON=$(DEVICE_VENV)/bin/python $(PY) -m pytest -q -n $(PYTEST_WORKERS) \
+	  -k "hopper or build or pdl" tests/benchmarks $(PYTEST_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(DEVICE_VENV) .pytest_cache build *.egg-info

@@ -1,7 +1,9 @@
 """Compile seed kernels for Hopper (sm_90) without a GPU, for the operator tests.
 
 triton.compile cannot run in this process: with TRITON_INTERPRET=1 set at import, triton's own @jit
-helpers (tl.cdiv, ...) are interpreter objects. A child process without it compiles for sm_90.
+helpers (tl.cdiv, ...) are interpreter objects. A child process without it compiles for sm_90, with this
+Python's Triton or, when AKA_DEVICE_TRITON_PYTHON names another interpreter, with that one's (`make
+test-device-triton`: the GPU machine's version, since register allocation differs between versions).
 """
 import json
 import os
@@ -44,7 +46,8 @@ for c in job["compiles"]:
             op = ln.split("ld.global", 1)[1].split()[0]          # ".v4.b32", ".b16", ".L1::evict_last.b16" ...
             form = "ld.global" + "".join("." + q for q in op.split(".")[1:] if "::" not in q)
             forms[form] = forms.get(form, 0) + 1
-    results.append({"kernel": c["kernel"], "wgmma": "wgmma" in k.asm["ptx"], "usage": line, "load_forms": forms,
+    results.append({"kernel": c["kernel"], "triton": triton.__version__, "wgmma": "wgmma" in k.asm["ptx"],
+                    "usage": line, "load_forms": forms,
                     "tma": "cp.async.bulk.tensor" in k.asm["ptx"],
                     "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers),
                     "loads_before_stores": not stores or not loads or max(loads) < min(stores),
@@ -55,7 +58,8 @@ print(json.dumps(results))
 
 
 def compile_for_hopper(seed_path, compiles: list[dict]) -> list[dict]:
-    """Compile seed kernels for sm_90 in a child process; per compile: wgmma and TMA in the PTX, cuobjdump's usage,
+    """Compile seed kernels for sm_90 in a child process; per compile: the Triton version that built it
+    ("triton"), wgmma and TMA in the PTX, cuobjdump's usage,
     the global loads by form ("load_forms", cache hints dropped: {"ld.global.v4.b32": 4, "ld.global.b16": 10}),
     and whether every global load comes before the first barrier, and before the first global store, in the PTX
     (a load after either waits for the loads that the barrier's layout conversion or the store needs: one more
@@ -63,7 +67,20 @@ def compile_for_hopper(seed_path, compiles: list[dict]) -> list[dict]:
     it (griddepcontrol.wait) ahead of every global read ("pdl_wait_before_reads": the compiler kept it first) and
     the trigger for the next one ("pdl_trigger")."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    proc = subprocess.run([sys.executable, "-c", _COMPILE_CHILD], input=json.dumps(
+    python = child_python()
+    proc = subprocess.run([python, "-c", _COMPILE_CHILD], input=json.dumps(
         {"seed": str(seed_path), "compiles": compiles}), capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def child_python() -> str:
+    """The interpreter that compiles: AKA_DEVICE_TRITON_PYTHON when set (`make device-triton` builds one with the
+    GPU machine's Triton, whose ptxas may allocate registers differently from the local one), else this one."""
+    python = os.environ.get("AKA_DEVICE_TRITON_PYTHON", "")
+    if not python:
+        return sys.executable
+    assert os.access(python, os.X_OK), (
+        f"AKA_DEVICE_TRITON_PYTHON={python!r} is not an executable Python: run `make device-triton` (it builds "
+        f".venv-device-triton/bin/python) or unset the variable to compile with this Triton")
+    return python
