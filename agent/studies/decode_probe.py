@@ -231,8 +231,9 @@ def probe_shape(spec, shape, impls, *, device: str, dry_run: bool, floor_s: floa
     dtype = "fp32" if dry_run else shape.dtype
     sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
     dumped = None
+    from sandbox import results
     with torch.no_grad():
-        ref = spec.reference(**sets[0])
+        exp = results.expected(spec, sets[0], dims, dtype, 0, keep_inputs=True)
         compiled = next((i for i in impls if i[0] == "compile" and i[2] is not None), None)
         if compiled and inductor_dir is not None:
             path = inductor_dir / f"{spec.name}_{shape.id}.py"
@@ -241,9 +242,9 @@ def probe_shape(spec, shape, impls, *, device: str, dry_run: bool, floor_s: floa
                 dumped = str(path)
             except Exception as e:  # noqa: BLE001 - no dump is a note; the timing still runs
                 dumped = f"no Inductor code: {type(e).__name__}: {str(e)[:300]}"
-        records = [measure_one(spec, shape, dims, dtype, impl, sets, ref, floor_s=floor_s, dry_run=dry_run,
+        records = [measure_one(spec, shape, dims, dtype, impl, sets, exp, floor_s=floor_s, dry_run=dry_run,
                                eager=False, log=log) for impl in impls]
-    del sets, ref
+    del sets, exp
     if device == "cuda":
         torch.cuda.empty_cache()
     return records, dumped

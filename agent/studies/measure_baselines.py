@@ -95,18 +95,31 @@ def input_sets(spec, dims, dtype, device, n_max=MAX_INPUT_SETS) -> list[dict]:
     return [first] + [spec.make_inputs(dims, dtype, 1000 + i, device) for i in range(1, n)]
 
 
-def check(spec, fn, prepare, inputs: dict, dtype: str, ref) -> tuple[float, float, str | None]:
-    """(rel_l2, max_rel_err, failure or None) of one call against the operator's reference output `ref`."""
+def check(spec, fn, prepare, inputs: dict, dtype: str, exp) -> tuple[float, float, str | None]:
+    """(rel_l2, max_rel_err, failure or None) of one call against the operator's expected parts `exp`
+    (sandbox.results.expected of these inputs), judged by the sandbox's own rules for every operator form: tuples
+    of outputs, arguments written in place (MUTATES: the call gets clones, and they are compared too), an
+    operator's invariant `check`. The error figures are the worst over the float parts compared (0 when all
+    are exact, NaN when none was compared)."""
     import torch
-    from sandbox import correctness as cx
+    from sandbox import results
+    args = {k: (v.clone() if k in spec.mutates else v) for k, v in inputs.items()}
     with torch.no_grad():
-        out = fn(**(prepare(inputs) if prepare else inputs))
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
-        got = (tuple(out.shape), out.dtype) if isinstance(out, torch.Tensor) else type(out).__name__
-        return float("nan"), float("nan"), f"output {got} is not {tuple(ref.shape)} {ref.dtype}"
-    tol = cx.tolerance_for(spec, cx.dtype_name(ref.dtype), dtype)
-    stats = cx.compare(out, ref, tol)
-    return stats.rel_l2, stats.max_rel_err, (None if stats.passed else stats.describe(tol))
+        ret = fn(**(prepare(args) if prepare else args))
+    tensors, problem = results.returned(ret, spec)
+    if problem is not None:
+        return float("nan"), float("nan"), f"returned {problem[0]}: {problem[1]}"
+    got = tensors + [args[m] for m in spec.mutates]
+    if not all(isinstance(g, torch.Tensor) for g in got):
+        return float("nan"), float("nan"), f"returned {', '.join(type(g).__name__ for g in got)}, not tensors"
+    shapes = [(tuple(g.shape), results.cx.dtype_name(g.dtype)) for g in got]
+    want = [(p.shape, p.dtype) for p in exp.parts]
+    if shapes != want:
+        return float("nan"), float("nan"), f"outputs {shapes} are not {want}"
+    why, stats = results.judge(spec, got, exp, dtype)
+    rel_l2 = max((st.rel_l2 for st in stats), default=0.0 if got else float("nan"))
+    max_rel = max((st.max_rel_err for st in stats), default=0.0 if got else float("nan"))
+    return rel_l2, max_rel, why
 
 
 def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, only, log, rounds: int = 1,
@@ -120,22 +133,28 @@ def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, on
         dtype = "fp32" if dry_run else shape.dtype
         rl = roofline(*spec.work(shape), hw)
         sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
+        # every check starts from these: timing calls each implementation on the sets themselves, and an operator
+        # that writes an argument in place (causal_conv1d_update's state) leaves the sets changed for the next one
+        pristine = {k: (v.clone() if k in spec.mutates else v) for k, v in sets[0].items()}
+        from sandbox import results
         with torch.no_grad():     # main() turned TF32 off: references in full fp32, as the sandbox's parent
-            ref = spec.reference(**sets[0])
-        shape_records = [measure_one(spec, shape, dims, dtype, impl, sets, ref, t_roof_us=rl.t_roof_s * 1e6,
-                                     floor_s=floor_s, dry_run=dry_run, log=log) for impl in impls]
+            exp = results.expected(spec, pristine, dims, dtype, 0, keep_inputs=True)
+        shape_records = [measure_one(spec, shape, dims, dtype, impl, sets, exp, t_roof_us=rl.t_roof_s * 1e6,
+                                     floor_s=floor_s, dry_run=dry_run, log=log, check_inputs=pristine)
+                         for impl in impls]
         more_rounds(shape_records, impls, sets, rounds, rounds_max_us, log)
         records += shape_records
-        del sets, ref
+        del sets, exp
         if device == "cuda":
             torch.cuda.empty_cache()
     return records
 
 
-def measure_one(spec, shape, dims, dtype, impl, sets, ref, *, t_roof_us=None, floor_s=None, dry_run=False,
-                eager=True, log) -> Record:
-    """One implementation (name, kind, callable, prepare) at one shape: checked against `ref` on the first input
-    set, then timed unless it failed or this is a dry run. A failure is recorded in the Record, never raised."""
+def measure_one(spec, shape, dims, dtype, impl, sets, exp, *, t_roof_us=None, floor_s=None, dry_run=False,
+                eager=True, log, check_inputs=None) -> Record:
+    """One implementation (name, kind, callable, prepare) at one shape: checked against `exp` on check_inputs (the
+    inputs `exp` was computed from; default the first input set), then timed unless it failed or this is a dry
+    run. A failure is recorded in the Record, never raised."""
     name, kind, fn, prepare = impl
     rec = Record(spec.name, shape.id, dict(dims), dtype, name, kind, t_roof_us=t_roof_us,
                  t_floor_us=floor_s * 1e6 if floor_s else None, weight=shape.weight)
@@ -144,7 +163,7 @@ def measure_one(spec, shape, dims, dtype, impl, sets, ref, *, t_roof_us=None, fl
         rec.error = prepare      # the reason it does not apply
     else:
         try:
-            rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, sets[0], dtype, ref)
+            rec.rel_l2, rec.max_rel_err, rec.error = check(spec, fn, prepare, check_inputs or sets[0], dtype, exp)
             if rec.error is None and not dry_run:
                 _time(rec, fn, prepare, sets, eager=eager)
         except Exception as e:  # noqa: BLE001 - one implementation failing must not end the study

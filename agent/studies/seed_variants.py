@@ -289,6 +289,9 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("big_g16_w8", {f"by_pairs.{1 << 40}.num_warps": 8}),                  # the seed before 2026-12-02
         ("mid_g16_w8", {"by_pairs.262144.BLOCK_G": 16, "by_pairs.262144.num_warps": 8,
                         f"by_pairs.{1 << 40}.BLOCK_G": 32, f"by_pairs.{1 << 40}.num_warps": 8}),
+        # (mid_g16_w4 and mid_g32_w8, 16 / 32 groups a program in the middle bucket for T = 1024's 8.37 us on the
+        # H200: retired, 0.99-1.01 of the seed's time there on an H100 in 9 rounds, 2026-12-06,
+        # benchmarks/results/suite_h100_s26_records/conv_rerun_report.md)
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # decode, 2.1-2.5 us at T <= 256 with the bitonic top-k (SELECT=3); SELECT 0-2 take k = 8 rounds of dependent
@@ -345,7 +348,12 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
     # operators whose only variant is the PDL switch
-    **{op: [("pdl", {"PDL": 1})] for op in ("per_token_quant_fp8", "l2_norm", "moe_sum_reduce")},
+    **{op: [("pdl", {"PDL": 1})] for op in ("per_token_quant_fp8", "moe_sum_reduce")},
+    # (l2_norm: gated_rms_norm's small programs at H = 128, a `min_programs` switch written and timed in session 26
+    # and taken out again: at T = 8 one program of 16 rows on 4 warps read 1.89 us against torch.compile's 1.76 on
+    # an H100 in one timing, but 1.57 against 1.63 on the H200 in 9 paired rounds, and 1, 4 or 16 rows a program
+    # were within 2-4% of the seed on every hot shape there: benchmarks/results/h200.md, session 26)
+    "l2_norm": [("pdl", {"PDL": 1})],
     # prefill (B2/B4, D 4096, L 2048) at 0.44 of its roofline with W shifted 2-byte loads per output; now two
     # aligned vectors a row of 8 (VEC_W4). The scalar taps (the seed before 2026-12-03), the tile and warps
     "causal_conv1d": [
