@@ -274,9 +274,11 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("one_read_b4096_w4", {"ONE_READ_BLOCK": 4096, "ONE_READ_WARPS": 4}),
         # (one_read_b8192_w4, 4 warps: retired, 0.99-1.01 of the seed's time on every hot shape, H100, 2026-12-05)
         # the two passes at T = 64 (19 MB, where they stay): 512 programs of 5 steps each ran at 40-44% of DRAM
-        # bandwidth and 44% occupancy, long-scoreboard bound (ncu, 2026-12-04); more, shorter programs
-        ("programs2048", {"TARGET_PROGRAMS": 2048}),
-        ("programs4096_w4", {"TARGET_PROGRAMS": 4096, "num_warps": 4}),
+        # bandwidth and 44% occupancy, long-scoreboard bound (ncu, 2026-12-04); more, shorter programs (2048 or
+        # 4096 targets: retired, no gain in session 19); twice the bytes a step in flight (8192-wide steps, 32
+        # logits a thread on 8 warps or 16 on 16; T = 64 is at 0.51-0.52 of its roofline on the H200, 2026-12-06)
+        ("steps8192", {"BLOCK_V": 8192}),
+        ("steps8192_w16", {"BLOCK_V": 8192, "num_warps": 16}),
         # PDL for an x of at most 4 MB (2026-12-05, H100): against none and every call
         ("pdl_off", {"PDL": 0}),
         ("pdl_every_call", {"PDL": 2}),

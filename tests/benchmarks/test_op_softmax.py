@@ -201,6 +201,25 @@ def test_one_read_kernel_compiles_for_hopper_without_spills(spec, seed):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c}: {r['usage']}"
 
 
+def test_two_pass_kernels_compile_for_hopper_without_spills_at_every_step_width_the_variants_time(spec, seed):
+    """The two passes at 4096- and 8192-wide steps on 8 or 16 warps (the variants `steps8192*`): pass 1 keeps a
+    step's logits and its group maxima in registers, pass 2 a step's logits and probabilities; a spill would put
+    a step's bytes through local memory."""
+    from hopper_compile import compile_for_hopper
+    compiles = []
+    for block, warps in ((4096, 8), (8192, 8), (8192, 16)):
+        compiles.append({"kernel": "_softmax_partials_kernel", "types": {"x_ptr": "*bf16", "part_ptr": "*fp32"},
+                         "aligned": ["x_ptr", "part_ptr"], "num_warps": warps, "num_stages": 1,
+                         "constexprs": {"BLOCK_V": block, "EVICT_LAST": 0, "GROUP": 8, "STAGES": 1, "USE_PDL": 0}})
+        compiles.append({"kernel": "_softmax_normalize_kernel",
+                         "types": {"x_ptr": "*bf16", "part_ptr": "*fp32", "y_ptr": "*fp32"},
+                         "aligned": ["x_ptr", "part_ptr", "y_ptr"], "num_warps": warps, "num_stages": 1,
+                         "constexprs": {"BLOCK_V": block, "BLOCK_S": 64, "REVERSE": 1, "STORE_CS": 0, "STAGES": 1,
+                                        "USE_PDL": 0}})
+    for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
+        assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['kernel']} {c['constexprs']}: {r['usage']}"
+
+
 @pytest.mark.gpu
 def test_one_read_on_the_gpu_matches_the_reference_every_time(spec, seed, monkeypatch):
     """The wait across programs on a real GPU: hot and odd shapes, each call checked against the reference, ten
