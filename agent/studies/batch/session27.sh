@@ -1,10 +1,12 @@
 # Session 27's batch (written 2026-12-06 in session 26, after its device time ran out): what session 26 left for
-# the H200, most decisive first. Carry .whl (Liger). About 8 minutes.
+# the H200, most decisive first. Carry .whl (Liger). About 13 minutes: two calls of collect.sh.
 #   conv      causal_conv1d_update beside its baselines (session 26's H200 run checked them on a shifted state,
 #             the script's bug, fixed; the H100 rerun put the seed 2.0-2.6x ahead of torch.compile)
 #   copies    the copy bound of every hot shape on the H200 (session 26's ran on an H100)
 #   softmax   8192-wide steps in the two passes (T = 64 at 0.51-0.52 of its roofline), 5 paired rounds
 #   counters  Nsight Compute of the decode shapes that keep five operators under issue 15's 0.6 median
+#   optimize  whether `aka optimize` (offline search) finds a wider step for softmax's T = 64 shapes by itself
+#             (BLOCK_V and num_warps are slots of its CONFIGS), 3 GPU-minutes (issue 12, item 3)
 # Then on this machine: python -m agent.studies.merge_baseline_runs benchmarks/results/h200_records/s26_run{1,2,3}
 # _records.json <conv and softmax records.json> --out benchmarks/results/h200.md (same card only).
 cd "$(dirname "$0")/../../.."
@@ -24,4 +26,8 @@ for op_shape in rms_norm_quant_fp8:T64-H8192 layer_norm:T64-H4096 moe_topk_softm
   step counters_$op 90 python3 -m agent.studies.variant_counters --op $op --shapes $shape --variants seed \
     --out /tmp/res/counters_$op/counters.json --timeout-s 60
 done
+step optimize 260 bash -c "python3 -m agent.cli_optimize --op softmax \
+  --shapes agent/studies/batch/shapes/softmax_t64.yaml --proposer search --gpu-minutes 3 --samples 2 \
+  --baselines none -c home=/tmp/res/optimize/home -c knowledge.enabled=false; \
+  python3 -m agent.studies.run_report /tmp/res/optimize/home/audit.db --json /tmp/res/optimize/report.json"
 touch /tmp/res/all.done
