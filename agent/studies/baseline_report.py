@@ -289,7 +289,7 @@ def render(records: list[dict], meta: dict, hw) -> str:
     ops = list(dict.fromkeys(r["op"] for r in records))
     runs = meta.get("runs")     # several runs merged (merge_baseline_runs.py): each its command, floor and rounds
     lines = [f"# Seeds beside what users run ({datetime.date.today().isoformat()})", ""]
-    lines += ([f"Runs, one process each on the same GPU (a later run's shapes replace an earlier's):", ""] + [
+    lines += (["Runs, one process each on the same GPU (a later run's shapes replace an earlier's):", ""] + [
         f"- `{r.get('command', '?')}` ({fmt(r.get('wall_s'), '.0f')} s; latency floor {fmt(r.get('floor_us'))} us; "
         f"{r.get('rounds') or 1} rounds up to {fmt(r.get('rounds_max_us'), 'g')} us)" for r in runs] + [""] if runs
         else [f"Command: `{meta.get('command', '?')}` ({fmt(meta.get('wall_s'), '.0f')} s)", ""])

@@ -53,12 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         records, meta = merge(args.records)
-    except (ValueError, KeyError) as exc:
+        status = suite_status.render(suite_status.status(args.records)).split("\n", 2)[2]     # without its title
+    except (ValueError, KeyError, suite_status.NoRecords) as exc:
         print(f"merge_baseline_runs: {exc}", file=sys.stderr)
         return 2
     from benchmarks.hardware import study_hardware
     text = baseline_report.render(records, meta, study_hardware(meta["hardware"]))
-    status = suite_status.render(suite_status.status(args.records)).split("\n", 2)[2]     # without its title
     head, rest = text.split("\n## ", 2)[0:2], text.split("\n## ", 2)[2:]
     text = "\n## ".join(head) + "\n## Issue 15's targets (agent/studies/suite_status.py, same records)\n\n" + status + \
         ("\n## " + rest[0] if rest else "")

@@ -43,3 +43,9 @@ def test_runs_of_two_cards_or_a_missing_file_exit_2(tmp_path, capsys):
     assert "several GPUs" in capsys.readouterr().err
     assert m.main([str(a), str(tmp_path / "none.json"), "--out", str(tmp_path / "r.md")]) == 2
     assert "none.json" in capsys.readouterr().err and not (tmp_path / "r.md").exists()
+
+
+def test_a_run_without_records_exits_2(tmp_path, capsys):
+    empty = _run(tmp_path / "empty.json", "H200", [])
+    assert m.main([str(empty), "--out", str(tmp_path / "r.md")]) == 2
+    assert "empty.json" in capsys.readouterr().err
