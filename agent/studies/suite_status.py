@@ -86,9 +86,9 @@ def paired(impls: dict) -> dict | None:
 
 def operator_status(op: str, shapes: list[dict]) -> dict:
     att = [s["attainment"] for s in shapes if s["attainment"] is not None]
-    paired = [s for s in shapes if s["t_seed"] and s["t_best"]]
-    losses = [s for s in paired if s["t_best"] < s["t_seed"]]
-    worst = max(paired, key=lambda s: s["t_seed"] / s["t_best"], default=None)
+    compared = [s for s in shapes if s["t_seed"] and s["t_best"]]
+    losses = [s for s in compared if s["t_best"] < s["t_seed"]]
+    worst = max(compared, key=lambda s: s["t_seed"] / s["t_best"], default=None)
     median = statistics.median(att) if att else None
     untimed = [s["shape"] for s in shapes if not s["t_seed"]]
     # A: no baseline anywhere leaves nothing to beat (None); a seed that failed a shape cannot meet it.
@@ -100,7 +100,7 @@ def operator_status(op: str, shapes: list[dict]) -> dict:
                  "missed" if untimed or any(x["decided"] for x in lost) else "undecided")
     return {"op": op, "shapes": len(shapes), "median_attainment": median,
             "b_met": None if median is None else median >= B_BAR,
-            "compared": len(paired), "losses": lost, "seed_untimed": untimed,
+            "compared": len(compared), "losses": lost, "seed_untimed": untimed,
             "worst": loss(worst) if worst else None, "a_met": a_met, "a_verdict": a_verdict}
 
 
