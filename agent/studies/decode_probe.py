@@ -39,7 +39,8 @@ import triton
 import triton.language as tl
 
 from agent.studies.copy_floor import plan
-from agent.studies.measure_baselines import MAX_INPUT_SETS, environment, implementations, input_sets, measure_one
+from agent.studies.measure_baselines import (MAX_INPUT_SETS, environment, expected_for, implementations,
+                                             input_sets, measure_one)
 from agent.studies.seed_variants import load_seed, seed_variant
 
 DEFAULT_OPS = ("rms_norm", "silu_and_mul")
@@ -231,9 +232,8 @@ def probe_shape(spec, shape, impls, *, device: str, dry_run: bool, floor_s: floa
     dtype = "fp32" if dry_run else shape.dtype
     sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
     dumped = None
-    from sandbox import results
+    pristine, exp = expected_for(spec, sets, dims, dtype)
     with torch.no_grad():
-        exp = results.expected(spec, sets[0], dims, dtype, 0, keep_inputs=True)
         compiled = next((i for i in impls if i[0] == "compile" and i[2] is not None), None)
         if compiled and inductor_dir is not None:
             path = inductor_dir / f"{spec.name}_{shape.id}.py"
@@ -243,7 +243,7 @@ def probe_shape(spec, shape, impls, *, device: str, dry_run: bool, floor_s: floa
             except Exception as e:  # noqa: BLE001 - no dump is a note; the timing still runs
                 dumped = f"no Inductor code: {type(e).__name__}: {str(e)[:300]}"
         records = [measure_one(spec, shape, dims, dtype, impl, sets, exp, floor_s=floor_s, dry_run=dry_run,
-                               eager=False, log=log) for impl in impls]
+                               eager=False, log=log, check_inputs=pristine) for impl in impls]
     del sets, exp
     if device == "cuda":
         torch.cuda.empty_cache()

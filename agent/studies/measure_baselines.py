@@ -122,6 +122,17 @@ def check(spec, fn, prepare, inputs: dict, dtype: str, exp) -> tuple[float, floa
     return rel_l2, max_rel, why
 
 
+def expected_for(spec, sets, dims, dtype: str) -> tuple[dict, Any]:
+    """(the inputs every check of this shape starts from, the expected parts of a call on them). Timing calls each
+    implementation on the sets themselves, and an operator that writes an argument in place (causal_conv1d_update's
+    state) leaves them changed for the next one: its mutated arguments are copied here, before any timing."""
+    import torch
+    from sandbox import results
+    pristine = {k: (v.clone() if k in spec.mutates else v) for k, v in sets[0].items()}
+    with torch.no_grad():     # main() turned TF32 off: references in full fp32, as the sandbox's parent
+        return pristine, results.expected(spec, pristine, dims, dtype, 0, keep_inputs=True)
+
+
 def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, only, log, rounds: int = 1,
                rounds_max_us: float = 10.0) -> list[Record]:
     import torch
@@ -133,12 +144,7 @@ def measure_op(spec, shapes, hw, floor_s, device, *, variants, slow, dry_run, on
         dtype = "fp32" if dry_run else shape.dtype
         rl = roofline(*spec.work(shape), hw)
         sets = input_sets(spec, dims, dtype, device, n_max=1 if dry_run else MAX_INPUT_SETS)
-        # every check starts from these: timing calls each implementation on the sets themselves, and an operator
-        # that writes an argument in place (causal_conv1d_update's state) leaves the sets changed for the next one
-        pristine = {k: (v.clone() if k in spec.mutates else v) for k, v in sets[0].items()}
-        from sandbox import results
-        with torch.no_grad():     # main() turned TF32 off: references in full fp32, as the sandbox's parent
-            exp = results.expected(spec, pristine, dims, dtype, 0, keep_inputs=True)
+        pristine, exp = expected_for(spec, sets, dims, dtype)
         shape_records = [measure_one(spec, shape, dims, dtype, impl, sets, exp, t_roof_us=rl.t_roof_s * 1e6,
                                      floor_s=floor_s, dry_run=dry_run, log=log, check_inputs=pristine)
                          for impl in impls]

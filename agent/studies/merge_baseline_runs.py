@@ -59,9 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from benchmarks.hardware import study_hardware
     text = baseline_report.render(records, meta, study_hardware(meta["hardware"]))
-    head, rest = text.split("\n## ", 2)[0:2], text.split("\n## ", 2)[2:]
-    text = "\n## ".join(head) + "\n## Issue 15's targets (agent/studies/suite_status.py, same records)\n\n" + status + \
-        ("\n## " + rest[0] if rest else "")
+    # after the summary (the report's second section), before the operators' sections
+    preamble, summary, *operators = text.split("\n## ", 2)
+    text = "\n## ".join([preamble, summary, "Issue 15's targets (agent/studies/suite_status.py, same records)\n\n"
+                         + status, *operators])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(f"wrote {args.out}: {len({r['op'] for r in records})} operators, {len(args.records)} runs")

@@ -340,17 +340,21 @@ def _stream_k_compile_item(cfg: dict) -> dict:
 
 @pytest.mark.slow
 def test_stream_k_compiles_for_hopper_with_wgmma_tma_and_no_spills():
-    """The stream-K tile every STREAM_K bucket with TMA launches (its stream_k_tile, else its own), two wider. The
-    M <= 256 bucket's own 128 x 128 tile on 4 warps and 5 stages, which it never launches as stream-K (its
-    stream_k_tile is 64 x 64), built with a 24-byte stack under triton 3.6 (`make test-device-triton`,
-    2026-12-06): a search move that reaches it is dropped by the spill check before the GPU."""
+    """The stream-K tile every STREAM_K bucket with TMA launches (its stream_k_tile, else its own), the M <= 256
+    bucket's own 128 x 128 tile, and two wider ones. That own tile on 4 warps and 5 stages, which the bucket never
+    launches as stream-K (its stream_k_tile is 64 x 64), builds with a 24-byte stack under triton 3.6 (`make
+    test-device-triton`, 2026-12-06; clean under 3.7): there only, that one case may spill, and a search move that
+    reaches it is dropped by the spill check, which runs on the GPU machine's Triton, before the GPU."""
     seed = _load_seed()
     m256 = next(cfg for bound, cfg in seed.CONFIGS["buckets"] if bound == 256)
     launched = [dict(cfg, **cfg.get("stream_k_tile", {})) for _, cfg in seed.CONFIGS["buckets"] if cfg["STREAM_K"]]
     launched = [cfg for cfg in launched if cfg["TMA"]]        # this compile item builds the TMA form
-    cases = [*launched, dict(m256, BLOCK_N=256, num_warps=8, num_stages=3), dict(m256, BLOCK_M=64, num_stages=5)]
+    own = dict(m256, STREAM_K=1)
+    cases = [*launched, own, dict(m256, BLOCK_N=256, num_warps=8, num_stages=3), dict(m256, BLOCK_M=64, num_stages=5)]
     for cfg, r in zip(cases, compile_for_hopper([_stream_k_compile_item(c) for c in cases])):
         assert r["wgmma"] and r["tma"], f"{cfg}: wgmma {r['wgmma']}, tma {r['tma']}"
+        if cfg is own and r["triton"].startswith("3.6."):
+            continue
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{cfg} spills: {r['usage']}"
 
 
