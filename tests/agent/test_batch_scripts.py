@@ -58,3 +58,17 @@ def test_every_continued_line_follows_a_backslash(batch):
 
 def test_a_continuation_without_its_backslash_is_found():
     assert _dangling("step a 1 python3 -m x \\\n  --ok\nstep b 1 python3 -m y\n  tests/z.py\n  -k q\n") == [4, 5]
+
+
+def test_batch_skip_leaves_the_named_steps_out_and_runs_the_rest(tmp_path):
+    """BATCH_SKIP (a batch rerun on another card) skips exactly the steps it names, by whole name."""
+    import subprocess
+    steps = ROOT / "agent" / "studies" / "batch" / "steps.sh"
+    script = f"source {steps}\nstep copies 10 echo ran\nstep conv 10 echo ran\nstep conv_more 10 echo ran\n"
+    subprocess.run(["bash", "-c", script], check=True, cwd=tmp_path,
+                   env={"PATH": "/usr/bin:/bin", "BATCH_RES": str(tmp_path / "res"), "BATCH_SKIP": "copies conv"})
+    res = tmp_path / "res"
+    assert sorted(p.name for p in res.glob("*.done")) == ["conv_more.done"]
+    assert (res / "conv_more" / "log").read_text() == "ran\n"
+    lines = (res / "steps.txt").read_text().splitlines()
+    assert lines[:2] == ["copies skipped", "conv skipped"] and lines[2].startswith("conv_more rc=0 ")
