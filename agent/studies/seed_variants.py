@@ -279,9 +279,11 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # logits a thread on 8 warps or 16 on 16; T = 64 is at 0.51-0.52 of its roofline on the H200, 2026-12-06)
         ("steps8192", {"BLOCK_V": 8192}),
         ("steps8192_w16", {"BLOCK_V": 8192, "num_warps": 16}),
-        # PDL for an x of at most 4 MB (2026-12-05, H100): against none and every call
+        # PDL for an x of at most 4 MB (2026-12-05, H100): against none (`pdl_every_call`, PDL on every call: retired,
+        # 1.03 of the time at T = 64 and 1.00 at T = 256 on an H100, session 22)
         ("pdl_off", {"PDL": 0}),
-        ("pdl_every_call", {"PDL": 2}),
+        # the one-read wait polling by volatile loads, not atomic reads (2026-12-06, untimed)
+        ("one_read_poll_loads", {"ONE_READ_POLL_LOADS": 1}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [

@@ -48,6 +48,8 @@ for c in job["compiles"]:
             forms[form] = forms.get(form, 0) + 1
     results.append({"kernel": c["kernel"], "triton": triton.__version__, "wgmma": "wgmma" in k.asm["ptx"],
                     "usage": line, "load_forms": forms,
+                    "volatile_loads": sum("ld.volatile" in ln for ln in ptx_lines),
+                    "atomics": sum(ln.lstrip().startswith(("atom.", "@")) and "atom." in ln for ln in ptx_lines),
                     "tma": "cp.async.bulk.tensor" in k.asm["ptx"],
                     "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers),
                     "loads_before_stores": not stores or not loads or max(loads) < min(stores),
@@ -61,6 +63,7 @@ def compile_for_hopper(seed_path, compiles: list[dict]) -> list[dict]:
     """Compile seed kernels for sm_90 in a child process; per compile: the Triton version that built it
     ("triton"), wgmma and TMA in the PTX, cuobjdump's usage,
     the global loads by form ("load_forms", cache hints dropped: {"ld.global.v4.b32": 4, "ld.global.b16": 10}),
+    the volatile loads and the atomic instructions in the PTX ("volatile_loads", "atomics"),
     and whether every global load comes before the first barrier, and before the first global store, in the PTX
     (a load after either waits for the loads that the barrier's layout conversion or the store needs: one more
     DRAM round trip in the program's dependent chain); with USE_PDL, whether the PTX has the wait for the kernel before

@@ -162,11 +162,13 @@ def test_one_read_path_with_one_chunk_a_row(spec, seed, monkeypatch, T, V):
 
 
 @pytest.mark.interpreter
-def test_one_read_wait_that_never_ends_leaves_nan_not_a_wrong_value(spec, seed, monkeypatch):
+@pytest.mark.parametrize("poll_loads", [0, 1])
+def test_one_read_wait_that_never_ends_leaves_nan_not_a_wrong_value(spec, seed, monkeypatch, poll_loads):
     """Two chunks under the interpreter: chunk 0 runs first and waits for chunk 1, which has not started; after
     ONE_READ_MAX_SPINS rounds it gives up and its probabilities are NaN (the correctness gate fails it), while
-    chunk 1, which found both words, is right."""
+    chunk 1, which found both words, is right. The same with the polls as volatile loads (ONE_READ_POLL_LOADS)."""
     monkeypatch.setitem(seed.CONFIGS, "ONE_READ_MAX_SPINS", 3)
+    monkeypatch.setitem(seed.CONFIGS, "ONE_READ_POLL_LOADS", poll_loads)
     x = spec.make_inputs({"T": 1, "V": 3000}, "fp32", seed=4)["x"]
     y = torch.empty(1, 3000)
     seed._softmax_one_read(x, y, 2048)
@@ -193,12 +195,17 @@ def test_one_read_kernel_compiles_for_hopper_without_spills(spec, seed):
     from hopper_compile import compile_for_hopper
     types = {"x_ptr": "*bf16", "ws_ptr": "*i64", "y_ptr": "*fp32", "SPLITS": "i32", "max_spins": "i32"}
     compiles = [{"kernel": "_softmax_one_read_kernel", "types": types, "aligned": ["x_ptr", "ws_ptr", "y_ptr"],
-                 "constexprs": {"BLOCK": block, "BLOCK_S": 64}, "num_warps": warps, "num_stages": 1}
+                 "constexprs": {"BLOCK": block, "BLOCK_S": 64, "POLL_LOADS": poll}, "num_warps": warps,
+                 "num_stages": 1}
                 for block in seed.SEARCH_SPACE["ONE_READ_BLOCK"] for warps in seed.SEARCH_SPACE["ONE_READ_WARPS"]
-                if block // (32 * warps) <= 64]
-    assert len(compiles) >= 6
+                for poll in seed.SEARCH_SPACE["ONE_READ_POLL_LOADS"] if block // (32 * warps) <= 64]
+    assert len(compiles) >= 12
     for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c}: {r['usage']}"
+        # POLL_LOADS: the wait reads the words by volatile loads, and the atomics left are the ticket and the publish
+        polls = c["constexprs"]["POLL_LOADS"]
+        assert (r["volatile_loads"] > 0) == bool(polls), (c, r["volatile_loads"])
+        assert (r["atomics"] <= 2) == bool(polls), (c, r["atomics"])
 
 
 def test_two_pass_kernels_compile_for_hopper_without_spills_at_every_step_width_the_variants_time(spec, seed):
@@ -229,11 +236,12 @@ def test_one_read_on_the_gpu_matches_the_reference_every_time(spec, seed, monkey
     for T, V in ((256, 151936), (64, 129280), (1, 151936), (7, 32003), (300, 201088)):
         inputs = spec.make_inputs({"T": T, "V": V}, "bf16", seed=T + V, device="cuda")
         ref = spec.reference(**inputs)
-        for min_bytes in (0, default):
+        for min_bytes, poll in ((0, 0), (0, 1), (default, 0)):
             monkeypatch.setitem(seed.CONFIGS, "ONE_READ_MIN_BYTES", min_bytes)
+            monkeypatch.setitem(seed.CONFIGS, "ONE_READ_POLL_LOADS", poll)
             for _ in range(10):
                 out = seed.softmax(**inputs)
-                assert tolerance_failures(out, ref, spec.tolerance("bf16")) == [], (T, V, min_bytes)
+                assert tolerance_failures(out, ref, spec.tolerance("bf16")) == [], (T, V, min_bytes, poll)
 
 
 def test_one_read_only_where_a_rows_chunks_fit_on_the_gpu_at_once(seed):

@@ -3,7 +3,9 @@
 # Carry .whl (Liger). About 13 minutes: two calls of collect.sh.
 #   conv      causal_conv1d_update beside its baselines (session 26's H200 run checked them on a shifted state,
 #             the script's bug, fixed; the H100 rerun put the seed 2.0-2.6x ahead of torch.compile)
-#   softmax   8192-wide steps in the two passes (T = 64 at 0.51-0.52 of its roofline), 5 paired rounds
+#   softmax   8192-wide steps in the two passes (T = 64 at 0.51-0.52 of its roofline), the one-read wait polling
+#             by volatile loads (ONE_READ_POLL_LOADS, T = 256), 5 paired rounds
+#   checks    the one-read path on the GPU, ten calls a shape against the reference, polls by atomics and by loads
 #   counters  Nsight Compute of softmax's one-read path at T = 256 (74 us where an H100's copy of its bytes reached
 #             0.88 of that card's bandwidth) and of the decode shapes that keep five operators under issue 15's 0.6
 #   copies    the copy bound of every hot shape on the H200 (session 26's ran on an H100)
@@ -17,9 +19,10 @@ batch_begin
 mkdir -p /tmp/site && pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
 PYTHONPATH=/tmp/site:$PWD step conv 120 python3 agent/studies/measure_baselines.py --ops causal_conv1d_update \
   --no-variants --rounds 9 --rounds-max-us 10 --out /tmp/res/conv/out/conv.md
-PYTHONPATH=/tmp/site:$PWD step softmax 150 python3 agent/studies/measure_baselines.py --ops softmax \
-  --only compile,seed:steps8192,seed:steps8192_w16,seed:two_pass --rounds 5 --rounds-max-us 30 \
+PYTHONPATH=/tmp/site:$PWD step softmax 200 python3 agent/studies/measure_baselines.py --ops softmax \
+  --only compile,seed:steps8192,seed:steps8192_w16,seed:two_pass,seed:one_read_poll_loads --rounds 5 --rounds-max-us 30 \
   --out /tmp/res/softmax/out/softmax.md
+step checks 90 python3 -m pytest -q -m gpu tests/benchmarks/test_op_softmax.py -k "one_read_on_the_gpu"
 for op_shape in softmax:T256-V129280 layer_norm:T64-H4096 per_token_quant_fp8:T64-H7168 \
     rms_norm_quant_fp8:T64-H8192 moe_topk_softmax:T256-E128-k8 rotary_embedding:T256-Hq8-Hk1-D128; do
   op=${op_shape%%:*}; shape=${op_shape#*:}

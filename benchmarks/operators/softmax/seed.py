@@ -72,6 +72,10 @@ CONFIGS = {
     "ONE_READ_MIN_BLOCK": 2048,
     "ONE_READ_WARPS": 8,
     "ONE_READ_MAX_SPINS": 1 << 22,
+    # the wait's polls as plain volatile loads instead of atomic reads (_read_words): at T = 256 some 4096 programs
+    # each poll their row's words while the others publish theirs by atomics on the same lines. Untimed (the
+    # variant `one_read_poll_loads`, 2026-12-06); 0 keeps the atomic reads.
+    "ONE_READ_POLL_LOADS": 0,
     # Programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while the
     # one before it in the stream finishes (pass 2 while pass 1 drains), waits for it (gdc_wait) before its first
     # load and lets the next one start at once (gdc_launch_dependents). 1: for an x of at most PDL_MAX_BYTES;
@@ -86,7 +90,8 @@ SEARCH_SPACE = {"REVERSE": [0, 1], "PASS1_EVICT_LAST": [0, 1], "GROUP": [1, 4, 8
                 "STAGES": [1, 2, 3],
                 "ROW_GROUP_BYTES": [0, 16 << 20, 24 << 20, 32 << 20],
                 "ONE_READ": [0, 1], "ONE_READ_MIN_BYTES": [0, 24 << 20, 48 << 20],
-                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16], "PDL": [0, 1, 2]}
+                "ONE_READ_BLOCK": [4096, 8192, 16384], "ONE_READ_WARPS": [4, 8, 16], "ONE_READ_POLL_LOADS": [0, 1],
+                "PDL": [0, 1, 2]}
 
 
 @triton.jit
@@ -163,8 +168,20 @@ def _softmax_normalize_kernel(x_ptr, part_ptr, y_ptr, V, stride_x, stride_y, CHU
 
 
 @triton.jit
+def _read_words(slots, sp, smask, POLL_LOADS: tl.constexpr):
+    """The row's packed (max, sum) words: atomic reads (acquire), or with POLL_LOADS plain volatile loads, which
+    take no L2 atomic unit and suffice: a word is its own flag and its whole payload, written by one 64-bit
+    atomic exchange, and an aligned 64-bit load sees either the -1 or the whole word (nothing else written by
+    another program is read after it, so no acquire ordering is needed)."""
+    if POLL_LOADS:
+        return tl.load(slots + sp, mask=smask, other=0, volatile=True)
+    return tl.atomic_add(slots + sp, 0, mask=smask, sem="acquire")
+
+
+@triton.jit
 def _softmax_one_read_kernel(x_ptr, ws_ptr, y_ptr, V, stride_x, stride_y, SPLITS, max_spins,
-                             BLOCK: tl.constexpr, BLOCK_S: tl.constexpr, USE_PDL: tl.constexpr = False):
+                             BLOCK: tl.constexpr, BLOCK_S: tl.constexpr, POLL_LOADS: tl.constexpr = False,
+                             USE_PDL: tl.constexpr = False):
     # ws[0]: the ticket counter (from -1); ws[1 + row * SPLITS + chunk]: the chunk's packed (max, sum), -1
     # until published
     if USE_PDL:
@@ -187,11 +204,11 @@ def _softmax_one_read_kernel(x_ptr, ws_ptr, y_ptr, V, stride_x, stride_y, SPLITS
     tl.atomic_xchg(slots + chunk, (m_bits << 32) | s_bits, sem="release")
     sp = tl.arange(0, BLOCK_S)
     smask = sp < SPLITS
-    words = tl.atomic_add(slots + sp, 0, mask=smask, sem="acquire")
+    words = _read_words(slots, sp, smask, POLL_LOADS)
     pending = tl.sum((smask & (words == -1)).to(tl.int32), axis=0)
     spins = 0
     while pending > 0:
-        words = tl.atomic_add(slots + sp, 0, mask=smask, sem="acquire")
+        words = _read_words(slots, sp, smask, POLL_LOADS)
         pending = tl.sum((smask & (words == -1)).to(tl.int32), axis=0)
         spins += 1
         pending = tl.where(spins >= max_spins, 0, pending)     # give up: the -1 words unpack to NaN below
@@ -279,7 +296,9 @@ def _softmax_one_read(x, y, block: int) -> None:
     pdl = _pdl_for(x)
     _softmax_one_read_kernel[(T * splits,)](x, ws, y, V, x.stride(0), y.stride(0), splits,
                                              CONFIGS["ONE_READ_MAX_SPINS"], BLOCK=block,
-                                             BLOCK_S=triton.next_power_of_2(splits), USE_PDL=pdl, launch_pdl=pdl,
+                                             BLOCK_S=triton.next_power_of_2(splits),
+                                             POLL_LOADS=bool(CONFIGS["ONE_READ_POLL_LOADS"]), USE_PDL=pdl,
+                                             launch_pdl=pdl,
                                              num_warps=CONFIGS["ONE_READ_WARPS"])
 
 
