@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 _COMPILE_CHILD = r"""
-import importlib.util, json, subprocess, sys, tempfile
+import importlib.util, json, re, subprocess, sys, tempfile
 from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
@@ -49,7 +49,7 @@ for c in job["compiles"]:
     results.append({"kernel": c["kernel"], "triton": triton.__version__, "wgmma": "wgmma" in k.asm["ptx"],
                     "usage": line, "load_forms": forms,
                     "volatile_loads": sum("ld.volatile" in ln for ln in ptx_lines),
-                    "atomics": sum(ln.lstrip().startswith(("atom.", "@")) and "atom." in ln for ln in ptx_lines),
+                    "atomics": sum(bool(re.match(r"\s*(@!?%\w+\s+)?atom\.", ln)) for ln in ptx_lines),  # predicated too
                     "tma": "cp.async.bulk.tensor" in k.asm["ptx"],
                     "loads_before_barriers": not barriers or not loads or max(loads) < min(barriers),
                     "loads_before_stores": not stores or not loads or max(loads) < min(stores),
