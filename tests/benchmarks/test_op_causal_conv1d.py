@@ -4,7 +4,7 @@ import random
 from pathlib import Path
 
 import pytest
-from op_helpers import load_seed, tolerance_failures
+from op_helpers import call_failures, load_seed, tolerance_failures
 import torch
 import yaml
 
@@ -60,6 +60,54 @@ def test_seed_reads_a_channel_last_view(spec, seed):
     assert x.stride() == (240, 1, 6)
     out = seed.causal_conv1d(x, inputs["weight"], inputs["bias"])
     assert tolerance_failures(out, spec.reference(x, inputs["weight"], inputs["bias"]), spec.tolerance("fp32")) == []
+
+
+def test_reference_with_scale_is_the_reference_and_the_terms_magnitude(spec):
+    x = torch.tensor([[[1.0, -2.0, 3.0, -4.0, 5.0]]])
+    w = torch.tensor([[1.0, -10.0, 100.0, -1000.0]])
+    b = torch.tensor([-0.5])
+    out, scale = spec.module.reference_with_scale(x, w, b)
+    assert torch.equal(out, spec.reference(x, w, b)) and scale.dtype == torch.float32
+    # l=3: |1*1| + |-10*-2| + |100*3| + |-1000*-4| + |-0.5| = 4321.5; l=0: 1000 + 0.5
+    assert scale.tolist() == [[[1000.5, 2100.5, 3210.5, 4321.5, 5432.5]]]
+
+
+def _fp32_in_another_order(x, weight, bias):
+    """An honest fp32 kernel that starts from the bias and adds the taps oldest first (the reference sums in
+    fp64 and rounds once)."""
+    W, L = weight.shape[1], x.shape[-1]
+    padded = torch.nn.functional.pad(x, (W - 1, 0))
+    acc = bias[None, :, None].expand_as(x).clone()
+    for i in range(W):
+        acc = acc + weight[None, :, i, None] * padded[..., i:i + L]
+    return acc
+
+
+def test_an_honest_fp32_sum_that_cancels_in_an_outlier_channel_passes(spec):
+    # seed 95 at this shape: terms of an outlier channel cancel, and the reordered fp32 sum is off by more
+    # than 1e-5 + 1e-5 * |ref| (what CI rejected an honest corpus kernel for); against the terms it is tiny
+    dims = {"B": 2, "D": 8, "L": 256, "W": 4}
+    inputs = spec.make_inputs(dims, "fp32", seed=95)
+    out = _fp32_in_another_order(**inputs)
+    assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32"))
+    assert call_failures(spec, _fp32_in_another_order, inputs, dims) == []
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_dropped_or_shifted_tap_still_fails_against_the_scale(spec, dtype):
+    dims = {"B": 2, "D": 16, "L": 64, "W": 4}
+    inputs = spec.make_inputs(dims, dtype, seed=4)
+
+    def oldest_tap_dropped(x, weight, bias):
+        w = weight.clone()
+        w[:, 0] = 0
+        return spec.reference(x, w, bias)
+
+    def taps_one_position_late(x, weight, bias):
+        return torch.nn.functional.pad(spec.reference(x, weight, bias), (1, 0))[..., :x.shape[-1]].contiguous()
+
+    for cheat in (oldest_tap_dropped, taps_one_position_late):
+        assert call_failures(spec, cheat, inputs, dims, dtype), cheat.__name__
 
 
 def test_history_from_another_sequence_fails(spec):

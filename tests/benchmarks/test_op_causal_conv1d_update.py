@@ -5,7 +5,7 @@ import random
 from pathlib import Path
 
 import pytest
-from op_helpers import load_seed, assert_seed_accepted, tolerance_failures
+from op_helpers import call_failures, load_seed, assert_seed_accepted, tolerance_failures
 import torch
 import yaml
 
@@ -48,6 +48,30 @@ def test_update_by_hand(spec):
     out = spec.reference(torch.tensor([[-1.0]]), torch.zeros(1, 1, 3), torch.tensor([[0.0, 0.0, 0.0, 2.0]]),
                          torch.tensor([0.0]), True)
     torch.testing.assert_close(out, torch.nn.functional.silu(torch.tensor([[-2.0]])))
+
+
+@pytest.mark.parametrize("silu", [False, True])
+def test_reference_with_scale_updates_the_state_and_gives_the_terms_magnitude(spec, silu):
+    state = torch.tensor([[[1.0, -2.0, 3.0]]])
+    w = torch.tensor([[1.0, 10.0, -100.0, 1000.0]])
+    out, scale = spec.module.reference_with_scale(torch.tensor([[-4.0]]), state, w, torch.tensor([0.5]), silu)
+    # 1 - 20 - 300 - 4000 + 0.5; magnitudes 1 + 20 + 300 + 4000 + 0.5
+    assert out.tolist() == [[-0.0 if silu else -4318.5]] and scale.tolist() == [[4321.5]]
+    assert state.tolist() == [[[-2.0, 3.0, -4.0]]]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_dropped_tap_still_fails_against_the_scale(spec, dtype):
+    dims = {"B": 4, "D": 64, "W": 4}
+    inputs = spec.make_inputs(dims, dtype, seed=3)
+
+    def oldest_tap_dropped(x, conv_state, weight, bias, silu):
+        w = weight.clone()
+        w[:, 0] = 0
+        return spec.reference(x, conv_state, w, bias, silu)
+
+    assert call_failures(spec, oldest_tap_dropped, inputs, dims, dtype)
+    assert call_failures(spec, spec.reference, inputs, dims, dtype) == []
 
 
 def test_prefill_then_updates_is_the_longer_prefill(spec):
