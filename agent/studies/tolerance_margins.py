@@ -1,6 +1,6 @@
 """How close do honest kernels come to the correctness gate's bounds? A false rejection, found before CI finds it.
 
-    python -m agent.studies.tolerance_margins [--ops causal_conv1d,rms_norm] [--draws 20] [--out OUT.json]
+    python -m agent.studies.tolerance_margins [--ops causal_conv1d,rms_norm] [--draws 20] [--out OUT.json] [--gpu]
 
 The sandbox draws every evaluation's inputs and hold-out shapes from a fresh secret seed, so an honest kernel
 whose error sits near a tolerance fails now and then: on 2026-12-06 CI rejected the honest corpus file
@@ -19,6 +19,10 @@ so 1.0 is the gate's edge. The table lists each source's worst margin and where;
 flagged "near". Integer outputs and outputs an operator judges by invariants (`check`) are exact: they add
 nothing to the margin when they pass. A failing call's margin is inf, and the JSON keeps the gate's reason.
 Exit status 1 when any call failed.
+
+--gpu: as the sandbox evaluates on a GPU instead: the operator's hot shapes at full size in their own dtypes
+(bf16 mostly), hold-outs at full size, the GPU's honest corpus files too, kernels compiled for the card, references
+without TF32 (the sandbox's own numerics).
 """
 from __future__ import annotations
 
@@ -36,13 +40,13 @@ HONEST = ROOT / "tests" / "sandbox" / "honest"
 WARN = 0.5
 
 
-def honest_sources(spec) -> list[tuple[str, Path]]:
-    """(label, path): the operator's seed and its honest corpus files that run on the CPU."""
+def honest_sources(spec, gpu: bool = False) -> list[tuple[str, Path]]:
+    """(label, path): the operator's seed and its honest corpus files that run on the CPU (with gpu, all of them)."""
     from sandbox.corpus import parse_header
     out = [("seed", Path(spec.seed_path))]
     for p in sorted(HONEST.glob("*.py")):
         head = parse_header(p.read_text())
-        if head.get("op") == spec.name and head.get("needs") == "cpu":
+        if head.get("op") == spec.name and (gpu or head.get("needs") == "cpu"):
             out.append((p.stem, p))
     return out
 
@@ -76,14 +80,16 @@ def margin_of(stats, tol_for) -> float:
     return worst
 
 
-def one_call(spec, fn, dims: dict, seed: int) -> tuple[float, str | None]:
-    """(margin, the gate's reason when it fails) of fn at `dims` on the inputs of `seed`, in fp32."""
+def one_call(spec, fn, dims: dict, seed: int, dtype: str = "fp32", device: str = "cpu") -> tuple[float, str | None]:
+    """(margin, the gate's reason when it fails) of fn at `dims` on the inputs of `seed`."""
     import torch
 
     from sandbox import correctness as cx
     from sandbox import results
-    inputs = spec.make_inputs(dims, "fp32", seed)
-    exp = results.expected(spec, inputs, dims, "fp32", 0, keep_inputs=True)
+    from sandbox.evaluation import _reference_numerics
+    inputs = spec.make_inputs(dims, dtype, seed, device=device)
+    with _reference_numerics():
+        exp = results.expected(spec, inputs, dims, dtype, 0, keep_inputs=True)
     args = {k: (v.clone() if k in spec.mutates else v) for k, v in inputs.items()}
     tensors, problem = results.returned(fn(**args), spec)
     if problem:
@@ -92,7 +98,7 @@ def one_call(spec, fn, dims: dict, seed: int) -> tuple[float, str | None]:
     for t, p in zip(got, exp.parts):
         if not torch.is_tensor(t) or tuple(t.shape) != p.shape:
             return math.inf, f"{p.name}: got {tuple(getattr(t, 'shape', ()))}, expected {p.shape}"
-    why, _ = results.judge(spec, got, exp, "fp32")
+    why, _ = results.judge(spec, got, exp, dtype)
     if why:
         return math.inf, why
     # the parts judge compares elementwise (after the outputs an operator's `check` takes), with its bounds
@@ -100,7 +106,7 @@ def one_call(spec, fn, dims: dict, seed: int) -> tuple[float, str | None]:
     scales = exp.scales or [None] * len(exp.parts)
     stats, tols = [], []
     for p, g, r, s in list(zip(exp.parts, got, exp.results, scales))[start:]:
-        tol = cx.tolerance_for(spec, p.dtype, "fp32")
+        tol = cx.tolerance_for(spec, p.dtype, dtype)
         st = cx.compare(g.to(r.device), r, tol, scale=s)
         if not st.exact:
             stats.append(st)
@@ -108,41 +114,46 @@ def one_call(spec, fn, dims: dict, seed: int) -> tuple[float, str | None]:
     return margin_of(stats, tols), None
 
 
-def shapes_for(spec, draws: int) -> list[tuple[str, dict, int]]:
-    """(label, interpreter dims, input seed): the corpus test's visible shapes, then one hold-out draw each."""
+def shapes_for(spec, draws: int, gpu: bool = False) -> list[tuple[str, dict, str, int]]:
+    """(label, dims, dtype, input seed) of every call: the visible shapes, then the hold-outs, once a draw. CPU: the
+    corpus test's two visible shapes at interpreter_dims, in fp32; gpu: the hot shapes at full size, their dtypes."""
     from sandbox import correctness as cx
     from sandbox.corpus import visible_shapes
-    visible = visible_shapes(spec, {})
+    visible = tuple(spec.select("hot")) if gpu else visible_shapes(spec, {})
+    dtypes = list(dict.fromkeys(s.dtype for s in visible))
+
+    def at(shape):
+        return (dict(shape.dim), shape.dtype) if gpu else (spec.interpreter_dims(shape.dim), "fp32")
     out = []
     for d in range(draws):
         for s in visible:
-            out.append((s.id, spec.interpreter_dims(s.dim), 1000 * d + len(out)))
-        for h in cx.holdout_shapes(spec, random.Random(d), [visible[0].dtype], at=visible):
-            out.append((f"holdout {h.dim}", spec.interpreter_dims(h.dim), 1000 * d + len(out)))
+            out.append((s.id, *at(s), 1000 * d + len(out)))
+        for h in cx.holdout_shapes(spec, random.Random(d), dtypes, at=visible):
+            out.append((f"holdout {h.dim}", *at(h), 1000 * d + len(out)))
     return out
 
 
-def study(ops: list[str], draws: int, progress=print, save=None) -> list[dict]:
+def study(ops: list[str], draws: int, progress=print, save=None, gpu: bool = False) -> list[dict]:
     """The rows, one per (operator, source); `save(rows)` after each, so an interrupted run keeps what it did."""
     from benchmarks.registry import load_operator
     rows = []
     for op in ops:
         spec = load_operator(op)
-        cases = shapes_for(spec, draws)
-        for label, path in honest_sources(spec):
+        cases = shapes_for(spec, draws, gpu)
+        for label, path in honest_sources(spec, gpu):
             fn = _load(path, op)
             worst = {"op": op, "source": label, "margin": 0.0, "where": None, "seed": None, "calls": 0,
                      "failures": []}
-            for shape, dims, seed in cases:
+            for shape, dims, dtype, seed in cases:
                 try:
-                    m, why = one_call(spec, fn, dims, seed)
+                    m, why = one_call(spec, fn, dims, seed, dtype, "cuda" if gpu else "cpu")
                 except Exception as e:          # the candidate raised: a failure of this call, not of the study
                     m, why = math.inf, f"raised {type(e).__name__}: {e}"
                 worst["calls"] += 1
                 if why:
-                    worst["failures"].append({"shape": shape, "dims": dims, "seed": seed, "why": why})
+                    worst["failures"].append({"shape": shape, "dims": dims, "dtype": dtype, "seed": seed, "why": why})
                 if m > worst["margin"] or worst["where"] is None:
-                    worst.update(margin=m, where=f"{shape} {dims}", seed=seed)
+                    worst.update(margin=m, where=f"{shape} {dims} {dtype}", seed=seed)
             rows.append(worst)
             if save:
                 save(rows)
@@ -165,10 +176,16 @@ def main(argv=None) -> int:
     ap.add_argument("--ops", default="", help="comma-separated operators (default: every operator)")
     ap.add_argument("--draws", type=int, default=10, help="input and hold-out draws per source (default 10)")
     ap.add_argument("--out", default="", help="write the rows as JSON here")
+    ap.add_argument("--gpu", action="store_true", help="full-size hot shapes in their dtypes on the CUDA GPU")
     a = ap.parse_args(argv)
     if a.draws < 1:
         ap.error(f"--draws {a.draws}: at least 1")
-    os.environ["TRITON_INTERPRET"] = "1"          # before triton is imported, as the sandbox's CPU worker does
+    if a.gpu:
+        import torch
+        if not torch.cuda.is_available():
+            ap.error("--gpu needs a CUDA GPU (run it on the H200 through the device tool), or leave it out")
+    else:
+        os.environ["TRITON_INTERPRET"] = "1"      # before triton is imported, as the sandbox's CPU worker does
     from benchmarks.registry import list_operators
     known = list_operators()
     ops = [o for o in a.ops.split(",") if o] or known
@@ -176,7 +193,8 @@ def main(argv=None) -> int:
     if unknown:
         ap.error(f"--ops: unknown operator(s) {', '.join(unknown)}; known: {', '.join(known)}")
     out = Path(a.out) if a.out else None
-    rows = study(ops, a.draws, save=out and (lambda r: out.write_text(json.dumps(r, indent=1, default=str))))
+    rows = study(ops, a.draws, save=out and (lambda r: out.write_text(json.dumps(r, indent=1, default=str))),
+                 gpu=a.gpu)
     print(table(rows))
     return 1 if any(r["failures"] for r in rows) else 0
 

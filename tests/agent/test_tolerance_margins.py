@@ -54,3 +54,31 @@ def test_an_unknown_operator_is_an_error_that_lists_the_known_ones(capsys):
         tm.main(["--ops", "no_such_op"])
     err = capsys.readouterr().err
     assert "no_such_op" in err and "rms_norm" in err
+
+
+def test_gpu_mode_without_a_gpu_says_so(capsys):
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the mode runs (test_a_gpu_run_at_full_size)")
+    with pytest.raises(SystemExit):
+        tm.main(["--ops", "rms_norm", "--gpu"])
+    assert "--gpu needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_gpu_mode_plans_full_size_hot_shapes_in_their_dtypes():
+    from benchmarks.registry import load_operator
+    spec = load_operator("causal_conv1d")
+    cases = tm.shapes_for(spec, 1, gpu=True)
+    hot = spec.select("hot")
+    assert [(c[0], c[1], c[2]) for c in cases[:len(hot)]] == [(s.id, dict(s.dim), s.dtype) for s in hot]
+    assert all(c[0].startswith("holdout") for c in cases[len(hot):]) and len(cases) > len(hot)
+    assert {c[2] for c in cases} == {s.dtype for s in hot}
+    assert all(c[2] == "fp32" for c in tm.shapes_for(spec, 1))
+
+
+@pytest.mark.gpu
+def test_a_gpu_run_at_full_size(tmp_path):
+    out = tmp_path / "g.json"
+    assert tm.main(["--ops", "causal_conv1d_update", "--draws", "1", "--gpu", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert rows[0]["source"] == "seed" and all(r["failures"] == [] and 0 < r["margin"] < 1 for r in rows), rows
