@@ -70,6 +70,10 @@ def test_reference_with_scale_is_the_reference_and_the_terms_magnitude(spec):
     assert torch.equal(out, spec.reference(x, w, b)) and scale.dtype == torch.float32
     # l=3: |1*1| + |-10*-2| + |100*3| + |-1000*-4| + |-0.5| = 4321.5; l=0: 1000 + 0.5
     assert scale.tolist() == [[[1000.5, 2100.5, 3210.5, 4321.5, 5432.5]]]
+    # bf16 and fp16 keep the plain bound: their atol covers the fp32 sum's error
+    for dt in (torch.bfloat16, torch.float16):
+        out, scale = spec.module.reference_with_scale(x.to(dt), w.to(dt), b.to(dt))
+        assert scale is None and torch.equal(out, spec.reference(x.to(dt), w.to(dt), b.to(dt)))
 
 
 def _fp32_in_another_order(x, weight, bias):
@@ -91,6 +95,23 @@ def test_an_honest_fp32_sum_that_cancels_in_an_outlier_channel_passes(spec):
     out = _fp32_in_another_order(**inputs)
     assert tolerance_failures(out, spec.reference(**inputs), spec.tolerance("fp32"))
     assert call_failures(spec, _fp32_in_another_order, inputs, dims) == []
+
+
+def test_accumulating_in_bf16_still_fails_where_terms_cancel(spec):
+    # the contract asks fp32 accumulation; in bf16 the gate keeps the plain bound, which catches a kernel that
+    # rounds every product and partial sum to bf16 (its error follows the terms' magnitudes)
+    dims = {"B": 2, "D": 64, "L": 256, "W": 4}
+    inputs = spec.make_inputs(dims, "bf16", seed=5)
+
+    def bf16_accumulation(x, weight, bias):
+        W, L = weight.shape[1], x.shape[-1]
+        padded = torch.nn.functional.pad(x, (W - 1, 0))
+        acc = bias[None, :, None].expand_as(x).clone()
+        for i in range(W):
+            acc = acc + weight[None, :, i, None] * padded[..., i:i + L]     # bf16 products and sums
+        return acc.contiguous()
+
+    assert call_failures(spec, bf16_accumulation, inputs, dims, "bf16")
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])

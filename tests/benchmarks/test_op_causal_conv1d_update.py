@@ -58,6 +58,10 @@ def test_reference_with_scale_updates_the_state_and_gives_the_terms_magnitude(sp
     # 1 - 20 - 300 - 4000 + 0.5; magnitudes 1 + 20 + 300 + 4000 + 0.5
     assert out.tolist() == [[-0.0 if silu else -4318.5]] and scale.tolist() == [[4321.5]]
     assert state.tolist() == [[[-2.0, 3.0, -4.0]]]
+    bf16 = torch.zeros(1, 1, 3, dtype=torch.bfloat16)
+    _, scale = spec.module.reference_with_scale(torch.ones(1, 1, dtype=torch.bfloat16), bf16, w.bfloat16(),
+                                                torch.zeros(1, dtype=torch.bfloat16), silu)
+    assert scale is None                                  # bf16 keeps the plain bound
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
