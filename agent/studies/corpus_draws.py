@@ -48,7 +48,7 @@ def as_expected(head: dict, verdict: str, stage: str | None) -> bool:
 
 
 def evaluate_file(path: Path, seed: int, pool) -> dict:
-    from benchmarks.hardware import load_hardware
+    from benchmarks.hardware import study_hardware
     from benchmarks.registry import load_operator
     from sandbox.corpus import parse_header, visible_shapes
     from sandbox.evaluation import EvalRequest, evaluate
@@ -56,7 +56,7 @@ def evaluate_file(path: Path, seed: int, pool) -> dict:
     source = path.read_text()
     head = parse_header(source)
     spec = load_operator(head["op"])
-    req = EvalRequest(op=head["op"], source=source, shapes=visible_shapes(spec, head), hardware=load_hardware("h200"),
+    req = EvalRequest(op=head["op"], source=source, shapes=visible_shapes(spec, head), hardware=study_hardware(),
                       settings=SandboxSettings(trials=2, timeout_s=float(head.get("timeout_s", 300))),
                       timing=False, interpreter=True, seed=seed)
     t0 = time.monotonic()
