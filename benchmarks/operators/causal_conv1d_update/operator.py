@@ -95,11 +95,11 @@ def reference_with_scale(x: torch.Tensor, conv_state: torch.Tensor, weight: torc
     window = torch.cat([conv_state, x[:, :, None]], dim=-1)          # [B, D, W]
     terms = window.double() * weight.double()
     y = terms.sum(-1) + bias.double()
-    scale = terms.abs().sum(-1) + bias.double().abs()
+    scale = (terms.abs().sum(-1) + bias.double().abs()).float() if x.dtype == torch.float32 else None
     if silu:
         y = torch.nn.functional.silu(y)
     conv_state.copy_(window[:, :, 1:])
-    return y.to(x.dtype), (scale.float() if x.dtype == torch.float32 else None)
+    return y.to(x.dtype), scale
 
 
 def baseline(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
