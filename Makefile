@@ -45,10 +45,12 @@ device-triton: setup
 	$(PY) -c "import site; print(site.getsitepackages()[0])" > "$$($(DEVICE_VENV)/bin/python -c \
 	  "import site; print(site.getsitepackages()[0])")/zz_aka_venv.pth"
 
-# The Hopper build checks compiled with the GPU's Triton (AKA_DEVICE_TRITON_PYTHON, hopper_compile.py).
+# The Hopper build checks compiled with the GPU's Triton (AKA_DEVICE_TRITON_PYTHON, hopper_compile.py), and its
+# interpreter under this NumPy (sandbox/interpreter_compat.py).
 test-device-triton: device-triton
 	AKA_DEVICE_TRITON_PYTHON=$(DEVICE_VENV)/bin/python $(PY) -m pytest -q -n $(PYTEST_WORKERS) \
 	  -k "hopper or build or pdl" tests/benchmarks $(PYTEST_ARGS)
+	AKA_DEVICE_TRITON_PYTHON=$(DEVICE_VENV)/bin/python $(PY) -m pytest -q tests/sandbox/test_interpreter_compat.py
 
 clean:
 	rm -rf $(VENV) $(DEVICE_VENV) .pytest_cache build *.egg-info

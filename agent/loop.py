@@ -65,6 +65,11 @@ FeedbackBuilder = Callable[[OperatorContract, "EvalResult | None", list], str]
 
 
 REPLAY_LIMIT = 256   # re-asks of a free proposer per iteration while it repeats earlier sessions' candidates
+# Proposals in a row whose proposer raised (a bug, a broken environment, an outage its retries did not outlast)
+# before the run stops as on a fatal proposer error (exit 3): such a failure costs no GPU time, so without a
+# limit a run with a GPU-minutes budget records empty iterations until it is killed (an H100 run, its search's
+# compile pool killed, recorded 446 in 15 s).
+PROPOSER_RAISE_LIMIT = 20
 
 
 class Retriever(Protocol):
@@ -168,6 +173,7 @@ class Loop:
         self.st = RunState(op=plan.op)
         self.stop_signal: int | None = None
         self.fatal_error: str | None = None
+        self._raised_in_a_row = 0               # proposals in a row whose proposer raised (PROPOSER_RAISE_LIMIT)
         self.replayable: set[str] = set()    # candidates an earlier session evaluated (see _propose_new)
         self.replayed = 0
         self.final_proposal = False
@@ -212,6 +218,7 @@ class Loop:
         for p in proposals:
             if p.meta.get("fatal"):   # the provider refused for good (key, model): exit code 3
                 self.fatal_error = self.fatal_error or p.error or "fatal proposer error"
+        self._count_raises(proposals)
         # what each sample is: a duplicate note, or a result to compare
         shas, notes, results = [], [], []
         for proposal in proposals:
@@ -293,6 +300,17 @@ class Loop:
             self._timed_for, self._timed_score = st.incumbent_sha, score
         return self._timed_score
 
+    def _count_raises(self, proposals: list[Proposal]) -> None:
+        """Stop the run (a fatal proposer error) after PROPOSER_RAISE_LIMIT proposals in a row that raised."""
+        for p in proposals:
+            self._raised_in_a_row = self._raised_in_a_row + 1 if p.meta.get("raised") else 0
+        if self._raised_in_a_row >= PROPOSER_RAISE_LIMIT and self.fatal_error is None:
+            last = next(p.error for p in reversed(proposals) if p.meta.get("raised"))
+            self.fatal_error = (f"the {self.proposer.name} proposer raised on the last {self._raised_in_a_row} "
+                                f"proposals (limit {PROPOSER_RAISE_LIMIT}), the last: {last}; every one is in the "
+                                f"audit trail (aka audit show {self.run_id}); fix its cause and continue with "
+                                f"aka optimize --resume {self.run_id}")
+
     def _prefetch(self, n: int) -> None:
         """Compile the next n candidates on CPU cores while the GPU times these. An aid: when it fails (a SIGTERM
         sent to the whole process group kills the compile workers, and the pool raises BrokenProcessPool) the
@@ -316,7 +334,8 @@ class Loop:
             try:
                 out = propose_samples(self.proposer, ctx, n)
             except Exception as e:   # an LLM outage or a proposer bug is recorded; the loop goes on
-                out = [Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")]
+                out = [Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}",
+                                meta={"raised": True})]
             for proposal in out:     # every sample's tokens and dollars count (as _propose counts one)
                 self.st.used = self.st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
             return out
@@ -414,7 +433,8 @@ class Loop:
         try:
             proposal = self.proposer.propose(ctx)
         except Exception as e:   # an LLM outage or a proposer bug is recorded; the loop goes on
-            proposal = Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}")
+            proposal = Proposal(source=None, error=f"proposer {self.proposer.name} raised {type(e).__name__}: {e}",
+                                meta={"raised": True})
         self.st.used = self.st.used.plus(tokens=proposal.usage.tokens, usd=proposal.usage.usd)
         return proposal
 

@@ -344,14 +344,17 @@ class SearchProposer:
         return any(isinstance(r, dict) and r.get("timing_mode") in ("graph", "eager") for r in rows)
 
     def _submit(self, move: Move) -> None:
-        """Start the compile of the move and of its probes: the buckets it changes, heaviest shapes' first."""
+        """Start the compile of the move, of its probes (the buckets it changes, heaviest shapes' first) and of
+        the incumbent, the control that tells a move's own failure from a tiny run this machine cannot do."""
         probes = []
         if move.config is not None and self._lit is not None:
             found = bucket_probes(self._point, move.config)
             found.sort(key=lambda p: -self._usage.weight_of_all(list(p.changed)))
             probes = [(p.where, self._key(p.config), apply_config(self._lit.source, p.config))
                       for p in found[:MAX_PROBES]]
-        self._checks.submit(move.key, move.source, self._ctx.contract.name, probes)
+        control = (f"incumbent:{hashlib.sha256(self._incumbent.encode()).hexdigest()}", self._incumbent) \
+            if self._incumbent else None
+        self._checks.submit(move.key, move.source, self._ctx.contract.name, probes, control)
 
     def _verdict(self, move: Move) -> Move | None:
         """The move, with a note on what could not be checked; None when it was dropped (tabu, self.dropped)."""

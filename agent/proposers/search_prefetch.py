@@ -30,6 +30,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -209,11 +210,22 @@ class CompilePool:
 
     def submit(self, key: str, source: str, op: str) -> Future:
         if key not in self._futures:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(self.max_workers, mp_context=multiprocessing.get_context("spawn"),
-                                                 initializer=_worker_init)
-            self._futures[key] = self._pool.submit(self.compile_fn, source, op)
+            try:
+                self._futures[key] = self._executor().submit(self.compile_fn, source, op)
+            except BrokenProcessPool:
+                # a worker died (killed, out of memory): its futures already read as failed checks (result);
+                # a fresh pool takes the new ones, else every later proposal would raise this too (an H100
+                # run recorded 446 "no candidate" iterations in 15 s after its workers were killed)
+                self._pool.shutdown(wait=False, cancel_futures=True)
+                self._pool = None
+                self._futures[key] = self._executor().submit(self.compile_fn, source, op)
         return self._futures[key]
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.max_workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_worker_init)
+        return self._pool
 
     def result(self, key: str) -> CompileCheck:
         """Waits for the compile when it has not finished: a move is never handed out unchecked."""
@@ -229,16 +241,32 @@ class CompilePool:
 
 
 class MoveChecks:
-    """The checks of search moves: each move's own source and its probes' (where, key), in one CompilePool."""
+    """The checks of search moves: each move's own source and its probes' (where, key), in one CompilePool.
+
+    A control: the incumbent's source, checked the same way. The tiny run happens under Triton's interpreter,
+    and an interpreter that cannot run the operator at all fails every move before any kernel reaches the
+    compiler: Triton 3.6's, with NumPy 2.4, raises "only 0-dimensional arrays can be converted to Python
+    scalars" on the seeds of fused_moe, gemm, moe_align_block_size, moe_sum_reduce, softmax and
+    top_k_top_p_filter, and the search dropped every move of those operators on the GPU machines, proposing
+    nothing for minutes (benchmarks/results/optimize_h200.md, 2026-12-06; the sandbox's interpreter workers now
+    patch that case, sandbox/interpreter_compat.py). Whatever the next such incompatibility is, a failure before
+    any kernel compiled is the move's own only when the incumbent's run got further; when the incumbent fails
+    the same way the check cannot judge here, and the move goes to the GPU with a note."""
 
     def __init__(self, compile_fn: CompileFn, max_workers: int | None, max_spill_bytes: int,
                  max_shared_bytes: int = MAX_SHARED_BYTES):
         self.pool = CompilePool(compile_fn, max_workers)
         self.max_spill_bytes, self.max_shared_bytes = max_spill_bytes, max_shared_bytes
         self._probes: dict[str, list[tuple[str, str]]] = {}
+        self._controls: dict[str, str] = {}
 
-    def submit(self, key: str, source: str, op: str, probes: Sequence[tuple[str, str, str]] = ()) -> None:
-        """Start the compiles of a move (key, source) and of its probes (where, key, source)."""
+    def submit(self, key: str, source: str, op: str, probes: Sequence[tuple[str, str, str]] = (),
+               control: tuple[str, str] | None = None) -> None:
+        """Start the compiles of a move (key, source), of its probes (where, key, source) and of its control
+        (key, source: the incumbent's; compiled once, its result kept)."""
+        if control is not None:
+            self.pool.submit(control[0], control[1], op)
+            self._controls[key] = control[0]
         self.pool.submit(key, source, op)
         self._probes[key] = [(where, k) for where, k, _ in probes]
         for _, k, text in probes:
@@ -249,7 +277,11 @@ class MoveChecks:
         limits = (self.max_spill_bytes, self.max_shared_bytes)
         check = self.pool.result(key)
         probes = self._probes.pop(key, [])
+        control_key = self._controls.pop(key, None)
         if not check.viable(*limits):
+            blind = self._blind(check, control_key)
+            if blind:
+                return None, blind
             return check.reason(*limits), ""
         notes = [check.note] if check.note else []
         for where, k in probes:
@@ -260,6 +292,17 @@ class MoveChecks:
                 notes.append(f"{where} not compiled before the GPU: "
                              f"{(probe.note or probe.error or 'no kernel reported')[:200]}")
         return None, "; ".join(notes)
+
+    def _blind(self, check: CompileCheck, control_key: str | None) -> str:
+        """A note when the failed check says nothing of the move (its run failed before any kernel compiled,
+        and so did the incumbent's); "" when the failure is the move's own."""
+        if check.compiled or control_key is None:
+            return ""
+        control = self.pool.result(control_key)
+        if control.ok or control.compiled:
+            return ""
+        return (f"not checked before the GPU: the check's tiny run fails on the incumbent too "
+                f"({(control.error or control.note or 'no reason given')[:200]})")
 
     def close(self) -> None:
         self.pool.close()
