@@ -169,6 +169,9 @@ class Loop:
         self.feedback = feedback or _default_feedback
         self.retriever = retriever or NoRetrieval()
         self.progress = progress or Progress()
+        if hasattr(proposer, "on_drop"):      # the search's compile check: each drop as it happens
+            proposer.on_drop = lambda changed, why: self.progress.message(
+                f"{proposer.name}: dropped before the GPU: {changed}: {why[:200]}")
         self.run_dir = cfg.home_dir / "runs" / run_id
         self.st = RunState(op=plan.op)
         self.stop_signal: int | None = None

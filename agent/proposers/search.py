@@ -55,9 +55,12 @@ after the evaluation has started. The sandbox's compile gate runs a tiny shape, 
 move in another bucket is also compiled as a *probe*, that bucket copied into every sibling: fused_moe's
 "up to 24" bucket, the one its T256-E128 decode shape reads, was never compiled before, and 6 of 10 GPU screens of
 the H100 run in benchmarks/results/moe_decode_tiles.md failed there. A probe that compiled nothing drops nothing:
-that move goes to the GPU as before, and its proposal says what was not checked (meta "precheck"). The next
+that move goes to the GPU as before, and its proposal says what was not checked (meta "precheck"); so does a move
+whose own tiny run failed before compiling when the incumbent's run fails the same way (the check's control,
+search_prefetch.MoveChecks: Triton 3.6's interpreter once failed every move of six operators so). The next
 proposal handed out (the final one included) lists the drops made since the last, each {changed, why}, in its
-meta "dropped": the loop stores that meta in the iteration's audit record.
+meta "dropped": the loop stores that meta in the iteration's audit record. Each drop is also reported as it happens
+(`on_drop`, which the loop prints): a run of drops can take minutes before a proposal goes out.
 Prefetch: `prefetch(n)` takes the next n moves now and starts their checks while the GPU times other
 candidates; `propose` hands them out in order, waiting for a check that has not finished. A move taken without
 prefetch (the first of a run, the first after a climb, the rest of a round larger than the prefetch) is checked
@@ -76,7 +79,7 @@ import itertools
 import random
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from agent.proposers.llm_extract import defines_candidate
 from agent.proposers.search_model import AdditiveModel, name_shares
@@ -223,6 +226,8 @@ class SearchProposer:
         self._pool_configs: tuple[tuple, list] | None = None   # (slots signature, [(config, key)])
         self.dropped: list[tuple[str, str]] = []   # (changed, why) of moves the pre-compile dropped
         self._reported = 0                          # dropped[:_reported] went out in a proposal's meta
+        # called with (changed, why) as each move is dropped; the loop sets it to print a progress line
+        self.on_drop: Callable[[str, str], None] | None = None
 
     # ---- protocol -----------------------------------------------------------------------------
     def propose(self, ctx: ProposalContext) -> Proposal:
@@ -365,6 +370,8 @@ class SearchProposer:
             return dataclasses.replace(move, precheck=note) if note else move
         self._tabu.add(move.key)
         self.dropped.append((move.changed, why))
+        if self.on_drop is not None:    # live: a run of drops can take minutes before a proposal goes out
+            self.on_drop(move.changed, why)
         return None
 
     def _with_drops(self, meta: dict) -> dict:

@@ -67,3 +67,18 @@ def test_a_pool_whose_worker_died_is_replaced_for_the_next_checks():
         assert pool.result("b") == CompileCheck(True, note="checked mm", compiled=True)
     finally:
         pool.close()
+
+
+def test_each_drop_is_reported_as_it_happens_and_the_loop_prints_it(tmp_path, capsys):
+    from test_loop import make_loop
+    seen = []
+    proposer = SearchProposer(seed=0, compile_fn=compile_at_a_tiny_shape, max_workers=2, precheck=True)
+    try:
+        make_loop(tmp_path, proposer)                  # the loop wires the search's drops to its progress lines
+        proposer.on_drop("BLOCK_N: 64 -> 128", "does not compile: ptxas")
+        assert "search: dropped before the GPU: BLOCK_N: 64 -> 128: does not compile: ptxas" in capsys.readouterr().err
+        proposer.on_drop = lambda changed, why: seen.append((changed, why))
+        _propose(proposer, _ctx(FEWER_STAGES_RAISE, _result("graph", low_occupancy=True)), 1)
+    finally:
+        proposer.close()
+    assert seen and seen == proposer.dropped, (seen, proposer.dropped)
