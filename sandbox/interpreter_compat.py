@@ -1,12 +1,12 @@
-"""Triton 3.6's interpreter with NumPy 2.4: a runtime loop bound fails.
+"""Triton 3.6's interpreter with a recent NumPy: a runtime loop bound fails.
 
 Under the interpreter a scalar of a kernel (a program id, a value loaded from memory, anything computed from
 them) is a one-element NumPy array, and Triton 3.6 turns it into a Python int (the bounds of `range` and
-`tl.range`, an index) with `int(array)`, which NumPy 2.4 refuses for an array of one dimension: "only
-0-dimensional arrays can be converted to Python scalars". Triton 3.7 converts the squeezed array instead. On the
-GPU machines (torch 2.11, Triton 3.6, NumPy 2.4) the seeds of fused_moe, gemm, moe_align_block_size,
-moe_sum_reduce, softmax and top_k_top_p_filter failed every interpreter run there, which is where the search
-proposer's compile check before the GPU runs its tiny shape (agent/proposers/search_prefetch.py).
+`tl.range`, an index) with `int(array)`, which a recent NumPy refuses for an array of one dimension (2.4.6 here,
+2.5.2 on the GPU machines): "only 0-dimensional arrays can be converted to Python scalars". Triton 3.7 converts
+the squeezed array instead. On the GPU machines (torch 2.11, Triton 3.6) the seeds of fused_moe, gemm,
+moe_align_block_size, moe_sum_reduce, softmax and top_k_top_p_filter failed every interpreter run there, which is
+where the search proposer's compile check before the GPU runs its tiny shape (agent/proposers/search_prefetch.py).
 
 `apply()` makes Triton 3.6's interpreter convert as 3.7's does: the same value, for the one-element arrays it
 refused; anything else still fails as before. The sandbox's interpreter workers call it after importing triton.

@@ -453,7 +453,7 @@ class Worker:
             hello["triton"] = triton.__version__
             if os.environ.get("TRITON_INTERPRET") == "1":
                 from sandbox import interpreter_compat
-                interpreter_compat.apply()      # Triton 3.6's loop bounds under NumPy 2.4
+                interpreter_compat.apply()      # Triton 3.6's loop bounds under a recent NumPy
         except Exception as e:  # noqa: BLE001 - reported, the parent decides
             hello["triton_error"] = f"{type(e).__name__}: {e}"
         stage_s = {"imports": time.monotonic() - t0}

@@ -245,7 +245,7 @@ class MoveChecks:
 
     A control: the incumbent's source, checked the same way. The tiny run happens under Triton's interpreter,
     and an interpreter that cannot run the operator at all fails every move before any kernel reaches the
-    compiler: Triton 3.6's, with NumPy 2.4, raises "only 0-dimensional arrays can be converted to Python
+    compiler: Triton 3.6's, with a recent NumPy, raises "only 0-dimensional arrays can be converted to Python
     scalars" on the seeds of fused_moe, gemm, moe_align_block_size, moe_sum_reduce, softmax and
     top_k_top_p_filter, and the search dropped every move of those operators on the GPU machines, proposing
     nothing for minutes (benchmarks/results/optimize_h200.md, 2026-12-06; the sandbox's interpreter workers now

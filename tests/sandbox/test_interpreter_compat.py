@@ -1,5 +1,5 @@
 """sandbox/interpreter_compat.py: Triton 3.6's interpreter converts a kernel scalar (a one-element array) to an
-int as Triton 3.7's does, so a loop bounded by a runtime value runs under NumPy 2.4.
+int as Triton 3.7's does, so a loop bounded by a runtime value runs under a recent NumPy (2.4.6 here).
 
 The patch runs here on this venv's Triton. With AKA_DEVICE_TRITON_PYTHON (`make device-triton`: the GPU
 machine's Triton 3.6 beside this NumPy) a child run shows the failure without it and the run with it."""
