@@ -50,11 +50,10 @@ N_INPUT_SETS = 4
 LIGER = {
     "fused_add_rms_norm": [("liger_kernel.ops.fused_add_rms_norm", "LigerFusedAddRMSNormFunction", None)],
     "layer_norm": [("liger_kernel.ops.layer_norm", "LigerLayerNormFunction", None)],
-    "softmax": [("liger_kernel.ops.softmax", "LigerSoftmaxFunction",
-                 "returns the input dtype (bf16), not fp32: timed for reference, never the best")],
 }
 # Operators whose Liger kernel takes another layout (rotary_embedding: HF's [B, H, S, D] views and cos/sin rows;
-# qk_rms_norm: two RMSNorm calls) define baseline_liger / baseline_liger_inputs in operator.py instead.
+# qk_rms_norm: two RMSNorm calls) or needs the inputs converted to meet the contract (softmax: fp32 logits, for
+# fp32 probabilities) define baseline_liger / baseline_liger_inputs in operator.py instead.
 
 
 # ---- pure parts (tested on the CPU) ----------------------------------------------------------------

@@ -118,6 +118,22 @@ def test_layer_norm_has_a_liger_baseline():
     assert callable(build(module, "liger").fn)
 
 
+def test_liger_softmax_writes_fp32_probabilities_and_refuses_wide_rows():
+    """Liger's softmax writes the input's dtype; the baseline casts bf16 logits to fp32 first, as a sampler
+    wanting fp32 probabilities would, so it can pass the contract. Rows wider than 65536 (every hot shape)
+    fail with Liger's own message, which the report then shows in place of a time."""
+    module = load_operator("softmax").module
+    assert unavailable(module, "liger") is None
+    fn = build(module, "liger").fn
+    x = module.make_inputs({"T": 2, "V": 3000}, "bf16", 4)["x"]
+    out = fn(x)
+    ref = module.reference(x)
+    assert out.dtype == torch.float32 and out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-9)
+    with pytest.raises(RuntimeError, match="65536"):
+        fn(module.make_inputs({"T": 1, "V": 65537}, "fp32", 4)["x"])
+
+
 def test_cublas_gemm_matches_the_reference():
     spec = load_operator("gemm")
     inputs = spec.make_inputs({"M": 5, "N": 7, "K": 9}, "fp32", 2)
@@ -128,7 +144,8 @@ def test_cublas_gemm_matches_the_reference():
 @pytest.mark.gpu
 @pytest.mark.parametrize("op, dims", [("rms_norm", {"T": 64, "H": 4096}), ("silu_and_mul", {"T": 64, "I": 3584}),
                                       ("fused_moe", {"T": 16, "H": 256, "I": 128, "E": 8, "k": 2}),
-                                      ("layer_norm", {"T": 64, "H": 4096})])
+                                      ("layer_norm", {"T": 64, "H": 4096}),
+                                      ("softmax", {"T": 16, "V": 32000})])
 def test_liger_baselines_match_the_reference_on_the_gpu(op, dims):
     spec = load_operator(op)
     chosen = build(spec.module, "liger")

@@ -1,5 +1,5 @@
 # Session 30's batch (written 2026-12-06 in session 29, its device time spent on the diagnosis): what session 29
-# left for a GPU, most decisive first. Carry .whl (Liger). About 11 minutes: two calls of collect.sh.
+# left for a GPU, most decisive first. Carry .whl (Liger). About 14 minutes: two calls of collect.sh.
 #   optimize   `aka optimize` (offline search) on softmax's T = 64 shapes, 3 GPU-minutes: before session 29's fix
 #              (sandbox/interpreter_compat.py, the compile check's control) the search proposed nothing here on an
 #              H100 (benchmarks/results/optimize_h200.md, session 29). Does it now run iterations, and does it find
@@ -10,6 +10,8 @@
 #              measured it on an H100 only: suite_h100_s29.md)
 #   copies     the copy bound of every hot shape on the H200 (sessions 26 and 29 ran it on H100s)
 #   margins_topk  top_k_top_p_filter's distance to the correctness gate at full size (session 29's step ran out)
+#   moe_liger  fused_moe beside Liger-Kernel 0.8.5's fused MoE (a host-syncing baseline, eager-timed: never
+#              measured before; its kernels autotune 32-40 configs on the first call per (H, I), minutes)
 # Any card shows whether optimize runs; the numbers of conv and copies go to h200.md only from an H200
 # (BATCH_SKIP="conv copies" on another card).
 cd "$(dirname "$0")/../../.."
@@ -30,4 +32,6 @@ step copies 90 python3 -m agent.studies.copy_floor --out /tmp/res/copies/copy_fl
   --ops causal_conv1d,causal_conv1d_update,fused_add_rms_norm,gated_rms_norm,l2_norm,layer_norm,moe_align_block_size,moe_sum_reduce,moe_topk_softmax,per_token_group_quant_fp8,per_token_quant_fp8,qk_rms_norm,reshape_and_cache,rms_norm,rms_norm_quant_fp8,rotary_embedding,silu_and_mul,softmax,top_k_top_p_filter
 step margins_topk 90 python3 -m agent.studies.tolerance_margins --gpu --draws 1 --ops top_k_top_p_filter \
   --out /tmp/res/margins_topk/margins.json
+PYTHONPATH=/tmp/site:$PWD step moe_liger 300 python3 agent/studies/measure_baselines.py --ops fused_moe \
+  --only liger --slow-baselines --no-variants --out /tmp/res/moe_liger/out/moe_liger.md
 touch /tmp/res/all.done
