@@ -19,11 +19,11 @@ cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
 mkdir -p /tmp/site && pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
-step optimize 240 bash -c "python3 -m agent.cli_optimize --op softmax \
+step optimize 200 bash -c "python3 -m agent.cli_optimize --op softmax \
   --shapes agent/studies/batch/shapes/softmax_t64.yaml --proposer search --gpu-minutes 3 --samples 2 \
   --baselines none -c home=/tmp/res/optimize/home -c knowledge.enabled=false; \
   python3 -m agent.studies.run_report /tmp/res/optimize/home/audit.db --json /tmp/res/optimize/report.json"
-PYTHONPATH=/tmp/site:$PWD step moe_liger 300 python3 agent/studies/measure_baselines.py --ops fused_moe \
+PYTHONPATH=/tmp/site:$PWD step moe_liger 200 python3 agent/studies/measure_baselines.py --ops fused_moe \
   --only liger --slow-baselines --no-variants --out /tmp/res/moe_liger/out/moe_liger.md
 PYTHONPATH=/tmp/site:$PWD step conv 120 python3 agent/studies/measure_baselines.py --ops causal_conv1d_update \
   --no-variants --rounds 9 --rounds-max-us 10 --out /tmp/res/conv/out/conv.md
