@@ -1,5 +1,6 @@
 # Session 30's batch (written 2026-12-06 in session 29, its device time spent on the diagnosis): what session 29
-# left for a GPU, most decisive first. Carry .whl (Liger). About 14 minutes: two calls of collect.sh; the steps run
+# left for a GPU, most decisive first. Not run in session 30: no machine came in 13 tries (H200 and H100), which
+# spent the session's device time; the next session runs it as it stands. Carry .whl (Liger). About 14 minutes: two calls of collect.sh; the steps run
 # in the order of what a lost machine would cost most (the list below is by topic).
 #   optimize   `aka optimize` (offline search) on softmax's T = 64 shapes, 3 GPU-minutes: before session 29's fix
 #              (sandbox/interpreter_compat.py, the compile check's control) the search proposed nothing here on an
@@ -19,11 +20,11 @@ cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
 mkdir -p /tmp/site && pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
-step optimize 200 bash -c "python3 -m agent.cli_optimize --op softmax \
+step optimize 240 bash -c "python3 -m agent.cli_optimize --op softmax \
   --shapes agent/studies/batch/shapes/softmax_t64.yaml --proposer search --gpu-minutes 3 --samples 2 \
   --baselines none -c home=/tmp/res/optimize/home -c knowledge.enabled=false; \
   python3 -m agent.studies.run_report /tmp/res/optimize/home/audit.db --json /tmp/res/optimize/report.json"
-PYTHONPATH=/tmp/site:$PWD step moe_liger 200 python3 agent/studies/measure_baselines.py --ops fused_moe \
+PYTHONPATH=/tmp/site:$PWD step moe_liger 300 python3 agent/studies/measure_baselines.py --ops fused_moe \
   --only liger --slow-baselines --no-variants --out /tmp/res/moe_liger/out/moe_liger.md
 PYTHONPATH=/tmp/site:$PWD step conv 120 python3 agent/studies/measure_baselines.py --ops causal_conv1d_update \
   --no-variants --rounds 9 --rounds-max-us 10 --out /tmp/res/conv/out/conv.md
