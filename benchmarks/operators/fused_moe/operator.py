@@ -198,10 +198,12 @@ def baseline(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
 
 def baseline_liger(hidden, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     """Liger-Kernel's fused MoE forward (`--baseline liger`): the same weight layout (w1 [E, 2I, H], gate
-    rows first; w2 [E, H, I]). Written for training: token tiles fixed at 64 rows, configs autotuned per
-    (H, I) whatever T is, and one host sync (.item()) for the tile count, so it cannot be graph-captured
-    and is timed with eager launches (host time included). For fused_moe, `--baseline cublas` has no
-    counterpart: cuBLAS has no routed grouped GEMM; the per-expert loop on cuBLAS is `--baseline eager`."""
+    rows first; w2 [E, H, I]). Written for training: token tiles fixed at 64 rows; its GEMMs autotune once
+    per (H, I), at the first call's T, and keep that config for every later T (Triton's autotune key), as in
+    a user's process, so a measurement walking the hot shapes tunes at the first shape of each (H, I); one
+    host sync (.item()) for the tile count, so it cannot be graph-captured and is timed with eager launches
+    (host time included). For fused_moe, `--baseline cublas` has no counterpart: cuBLAS has no routed
+    grouped GEMM; the per-expert loop on cuBLAS is `--baseline eager`."""
     from liger_kernel.ops.fused_moe import LigerFusedMoEFunction   # optional dependency, imported on use
     return LigerFusedMoEFunction.apply(hidden, w1, w2, topk_ids, topk_weights)
 
