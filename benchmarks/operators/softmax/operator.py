@@ -72,7 +72,7 @@ def baseline_liger(x: torch.Tensor) -> torch.Tensor:
     fp32, since Liger writes the input's dtype and bf16 probabilities (2^-9 relative) miss this contract's
     rtol 1e-4. Liger keeps a whole row in one block and refuses rows wider than 65536 ("Cannot launch Triton
     kernel since n = ... exceeds the recommended Triton blocksize = 65536"): every hot shape here has
-    V >= 128256, so there it fails, and it times only the V = 32000 shapes. The optional liger_kernel
+    V >= 128256, so there it fails; it runs on the V = 32000 shapes, none of them hot. The optional liger_kernel
     package is imported only here."""
     from liger_kernel.ops.softmax import LigerSoftmaxFunction
     return LigerSoftmaxFunction.apply(x.float())
