@@ -308,11 +308,11 @@ class Loop:
         for p in proposals:
             self._raised_in_a_row = self._raised_in_a_row + 1 if p.meta.get("raised") else 0
         if self._raised_in_a_row >= PROPOSER_RAISE_LIMIT and self.fatal_error is None:
-            last = next(p.error for p in reversed(proposals) if p.meta.get("raised"))
+            # the count is only nonzero when the batch's last proposal raised
             self.fatal_error = (f"the {self.proposer.name} proposer raised on the last {self._raised_in_a_row} "
-                                f"proposals (limit {PROPOSER_RAISE_LIMIT}), the last: {last}; every one is in the "
-                                f"audit trail (aka audit show {self.run_id}); fix its cause and continue with "
-                                f"aka optimize --resume {self.run_id}")
+                                f"proposals (limit {PROPOSER_RAISE_LIMIT}), the last: {proposals[-1].error}; "
+                                f"every one is in the audit trail (aka audit show {self.run_id}); fix its cause "
+                                f"and continue with aka optimize --resume {self.run_id}")
 
     def _prefetch(self, n: int) -> None:
         """Compile the next n candidates on CPU cores while the GPU times these. An aid: when it fails (a SIGTERM
