@@ -49,6 +49,7 @@ from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted, gpu_forecast_stop
 from agent.holdout import redact_holdout
 from agent.memory import lesson, visible_per_shape
+from agent.no_op import no_op_decision
 from agent.proposers.base import propose_samples
 from agent.state import RunState, restore, step
 from agent.progress import Progress, Status, summary_rows, summary_table
@@ -535,6 +536,9 @@ class Loop:
         if st.incumbent_result is None or not st.incumbent_result.accepted:
             return Decision(True, RULE_INCUMBENT_FAILED, "the incumbent fails its own gates; a correct candidate "
                                                          "replaces it")
+        no_op = no_op_decision(st.incumbent_result, result)
+        if no_op is not None:       # before any timing, on the interpreter too: the same work is not a change
+            return no_op
         if self.score(result) is None or st.incumbent_score is None:
             return correctness_only_decision(sha, st.incumbent_sha,
                                              accept_correct=self.cfg.acceptance.untimed == "accept-correct")

@@ -101,8 +101,10 @@ class LaunchRecorder:
     types are worked out by triton's own binder (`create_function_from_signature`), so they are the
     signature a GPU launch would compile."""
 
-    def __init__(self) -> None:
+    def __init__(self, trace: bool = False) -> None:
         self.records: list[LaunchRecord] = []
+        # trace=True: every launch in order, not deduplicated, with its runtime arguments (sandbox/call_trace.py)
+        self.sequence: list | None = [] if trace else None
         self.functions: dict[str, object] = {}      # kernel name -> python function / JITFunction
         self.errors: list[str] = []                 # launches the recorder could not describe
         # record index -> the CompiledKernel triton's launcher returned for it (GPU only: the code that ran,
@@ -180,6 +182,9 @@ class LaunchRecorder:
         record = LaunchRecord(name, signature, constexprs, int(options.get("num_warps", 4)),
                               int(options.get("num_stages", 3)), tuple(aligned), extra, _resolve_grid(grid, bound))
         key = (name, tuple(sorted(signature.items())), repr(sorted(constexprs.items(), key=lambda kv: kv[0])))
+        if self.sequence is not None:
+            from sandbox.call_trace import launch_entry
+            self.sequence.append(launch_entry(kernel, record, bound, signature))
         self.functions.setdefault(name, kernel if type(kernel).__name__ == "JITFunction" else fn)
         if key not in self._keys:
             self._keys[key] = len(self.records)

@@ -45,11 +45,15 @@ class ShapeLaunches:
     kernels: tuple[KernelLaunch, ...] = ()
     configs_read: tuple[tuple, ...] | None = None   # None: not traced (see note)
     note: str = ""
+    # sandbox/call_trace.py: every launch and torch op of the call, in order ("": not traced); equal digests of
+    # two kernels at a shape mean the same work there (agent/no_op.py)
+    trace_digest: str = ""
+    trace_events: int = 0
 
     def to_json(self) -> dict:
         return {"kernels": [k.to_json() for k in self.kernels],
                 "configs_read": None if self.configs_read is None else [list(p) for p in self.configs_read],
-                "note": self.note}
+                "note": self.note, "trace_digest": self.trace_digest, "trace_events": self.trace_events}
 
     @staticmethod
     def from_json(d: dict) -> "ShapeLaunches":
@@ -57,7 +61,8 @@ class ShapeLaunches:
                                      int(k["num_warps"]), int(k["num_stages"]), tuple(int(g) for g in k["grid"]))
                         for k in d.get("kernels") or [])
         reads = d.get("configs_read")
-        return ShapeLaunches(kernels, None if reads is None else tuple(tuple(p) for p in reads), str(d.get("note", "")))
+        return ShapeLaunches(kernels, None if reads is None else tuple(tuple(p) for p in reads), str(d.get("note", "")),
+                             str(d.get("trace_digest") or ""), int(d.get("trace_events") or 0))
 
 
 # ---- tracing CONFIGS -----------------------------------------------------------------------------
@@ -168,27 +173,35 @@ def record_launches(call: Callable[[], Any], module: Any, is_fatal: Callable[[Ba
                     keep: Callable[[Any], None] | None = None) -> ShapeLaunches:
     """Run `call()` once under the LaunchRecorder with CONFIGS traced. A failure that only tracing could
     cause is retried untraced; a fatal one (CUDA error, OOM: `is_fatal`) propagates. `keep(recorder)`
-    receives the recorder (its records and, on a GPU, the compiled kernels: sandbox/feature_gate.py)."""
+    receives the recorder (its records and, on a GPU, the compiled kernels: sandbox/feature_gate.py). The traced
+    call also gives the call trace's digest (sandbox/call_trace.py); an untraced one, none."""
+    from contextlib import nullcontext
+
+    from sandbox import call_trace
     from sandbox.compile import LaunchRecorder
-    note = ""
+    note, trace, events = "", "", 0
     try:
-        with LaunchRecorder() as recorder, traced_configs(module) as reads:
+        ops = call_trace.aten_ops()
+        with LaunchRecorder(trace=True) as recorder, traced_configs(module) as reads, ops or nullcontext():
             call()
         paths = None if reads is None else tuple(sorted(reads, key=_path_key))
         if reads is None:
             note = "the candidate has no module-level CONFIGS dict or list to trace"
+        if ops is not None and not recorder.errors:     # a launch it could not describe leaves the trace partial
+            trace = call_trace.digest(recorder.sequence, ops.events)
+            events = len(recorder.sequence) + len(ops.events)
     except Exception as exc:   # noqa: BLE001 - the candidate passed this shape untraced
         if is_fatal(exc):
             raise
         note = f"the call failed with CONFIGS traced ({str(exc)[:200]}); recorded untraced"
         with LaunchRecorder() as recorder:
             call()
-        paths = None
+        paths, trace, events = None, "", 0
     if recorder.errors:
         note = "; ".join([note] * bool(note) + recorder.errors[:3])[:500]
     if keep is not None:
         keep(recorder)
-    return ShapeLaunches(_launches(recorder), paths, note)
+    return ShapeLaunches(_launches(recorder), paths, note, trace, events)
 
 
 def collect(evaluation, w, pairs) -> None:

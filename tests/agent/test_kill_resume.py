@@ -20,6 +20,22 @@ pytestmark = pytest.mark.interpreter
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def kernel_variant(src: str, i: int) -> str:
+    """src with a comment in the body of every @triton.jit function: other kernel code (its source is part of the
+    call trace, sandbox/call_trace.py), so the loop does not reject it as the incumbent's work again (agent/no_op.py),
+    as it does a copy with a comment at the end of the file."""
+    lines, out, in_def = src.splitlines(), [], False
+    for k, line in enumerate(lines):
+        out.append(line)
+        if line.startswith("def ") and k > 0 and lines[k - 1].startswith("@triton.jit"):
+            in_def = True
+        if in_def and line.rstrip().endswith(":"):
+            out.append(f"    # variant {i}")
+            in_def = False
+    assert any(f"# variant {i}" in line for line in out), "no @triton.jit function found"
+    return "\n".join(out) + "\n"
+
+
 def candidates(folder: Path, n: int) -> list[Path]:
     """n correct candidates that differ from each other and from the seed (acceptance.untimed=accept-correct
     accepts a changed correct kernel under the interpreter), with a wrong one every third, so there are rejections too."""
@@ -29,7 +45,7 @@ def candidates(folder: Path, n: int) -> list[Path]:
     out = []
     for i in range(n):
         p = folder / f"cand_{i:02d}.py"
-        p.write_text((wrong if i % 3 == 2 else src) + f"\n# variant {i}\n")
+        p.write_text(kernel_variant(wrong if i % 3 == 2 else src, i))
         out.append(p)
     return out
 

@@ -24,14 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def plan_file(tmp: Path) -> tuple[Path, dict[str, list[Path]]]:
     from test_cli_optimize import tiny_shapes
-    from test_kill_resume import candidates
+    from test_kill_resume import candidates, kernel_variant
     (tmp / "rms").mkdir()
     rms = candidates(tmp / "rms_c", 3)
     silu_src = Path(load_operator("silu_and_mul").seed_path).read_text()
     silu = []
     for i in range(1):
         p = tmp / f"silu_{i}.py"
-        p.write_text(silu_src + f"\n# variant {i}\n")
+        p.write_text(kernel_variant(silu_src, i))
         silu.append(p)
     (tmp / "silu_shapes.yaml").write_text(yaml.safe_dump({"shapes": [
         {"id": "tiny", "dims": {"T": 2, "I": 64}, "dtype": "fp32", "phase": "decode", "weight": 1.0}]}))
