@@ -270,7 +270,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # and warps
     "softmax": [
         ("two_pass", {"ONE_READ": 0}),                                       # the seed before 2026-12-04
-        ("one_read_everywhere", {"ONE_READ_MIN_BYTES": 0}),
+        # (one_read_everywhere, ONE_READ_MIN_BYTES 0: retired, the two passes were faster at T = 64 on the H200,
+        # 2026-12-04, the seed's ONE_READ_MIN_BYTES comment)
         ("one_read_b4096_w4", {"ONE_READ_BLOCK": 4096, "ONE_READ_WARPS": 4}),
         # (one_read_b8192_w4, 4 warps: retired, 0.99-1.01 of the seed's time on every hot shape, H100, 2026-12-05)
         # the two passes at T = 64 (19 MB, where they stay): 512 programs of 5 steps each ran at 40-44% of DRAM
@@ -284,6 +285,10 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("pdl_off", {"PDL": 0}),
         # the one-read wait polling by volatile loads, not atomic reads (2026-12-06, untimed)
         ("one_read_poll_loads", {"ONE_READ_POLL_LOADS": 1}),
+        # what `aka optimize` accepted at the T = 64 shapes on an H100 (session 31, optimize_h200.md): streaming stores
+        # and pass 2 in launch order, 1.029 and 1.025 in its A/Bs; its other accepted moves left out (PASS1_EVICT_LAST
+        # ended where it began, and PDL 0 and ONE_READ_MIN_BYTES change nothing at T = 64 but PDL does at T = 2)
+        ("search_s31", {"STORE_CS": 1, "REVERSE": 0}),
     ],
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [

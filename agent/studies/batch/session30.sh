@@ -1,8 +1,9 @@
 # Session 30's batch (written 2026-12-06 in session 29, its device time spent on the diagnosis): what session 29
 # left for a GPU, most decisive first. Not run in session 30: no machine came in 13 tries (H200 and H100), which
-# spent the session's device time; the next session runs it as it stands. Carry .whl (Liger). About 14 minutes:
-# two calls of collect.sh; the steps run in the order of what a lost machine would cost most (the list below is by
-# topic).
+# spent the session's device time. Run in session 31 on an H100 (BATCH_SKIP="conv copies"): optimize and
+# margins_topk finished; optimize_topk and moe_liger ran out of their limits (session32.sh takes those up).
+# Carry .whl (Liger). About 14 minutes: two calls of collect.sh; the steps run in the order of what a lost
+# machine would cost most (the list below is by topic).
 #   optimize   `aka optimize` (offline search) on softmax's T = 64 shapes, 3 GPU-minutes: before session 29's fix
 #              (sandbox/interpreter_compat.py, the compile check's control) the search proposed nothing here on an
 #              H100 (benchmarks/results/optimize_h200.md, session 29). Does it now run iterations, and does it find
