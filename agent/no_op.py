@@ -33,5 +33,5 @@ def no_op_decision(incumbent: EvalResult | None, candidate: EvalResult) -> Decis
     return Decision(False, RULE_NO_OP,
                     f"changes nothing the scored shapes run: at all {len(shapes)} the same Triton launches (code, "
                     f"constexprs, warps, stages, grid, arguments) and torch ops, in the same order, as the "
-                    f"incumbent; an A/B of the same work times only where its buffers landed",
+                    f"incumbent; an A/B of the same work can only measure noise",
                     details={"trace_digests": mine})
