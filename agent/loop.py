@@ -537,7 +537,7 @@ class Loop:
             return Decision(True, RULE_INCUMBENT_FAILED, "the incumbent fails its own gates; a correct candidate "
                                                          "replaces it")
         no_op = no_op_decision(st.incumbent_result, result)
-        if no_op is not None:       # before any timing, on the interpreter too: the same work is not a change
+        if no_op is not None:       # before any A/B, on the interpreter too: the same work is not a change
             return no_op
         if self.score(result) is None or st.incumbent_score is None:
             return correctness_only_decision(sha, st.incumbent_sha,
