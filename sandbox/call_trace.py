@@ -67,17 +67,12 @@ def kernel_identity(kernel) -> str:
 
 def launch_entry(kernel, record, bound: dict, signature: dict) -> list:
     """One launch of sandbox.compile.LaunchRecorder's trace: identity, specialization, grid, runtime arguments."""
-    from sandbox.compile import _encode
+    from sandbox.launch_record import encoded_constexprs
     runtime = {name: summary(bound[name]) for name, kind in signature.items()
                if kind != "constexpr" and name in bound}
-    constexprs = {}
-    for name, value in record.constexprs.items():
-        try:
-            constexprs[name] = _encode(value)
-        except TypeError:
-            constexprs[name] = [type(value).__name__, repr(value)[:80]]
-    return [record.kernel_name, kernel_identity(kernel), constexprs, record.num_warps, record.num_stages,
-            summary(dict(record.options)), list(record.divisible_by_16), list(record.grid), runtime]
+    return [record.kernel_name, kernel_identity(kernel), encoded_constexprs(record.constexprs), record.num_warps,
+            record.num_stages, summary(dict(record.options)), list(record.divisible_by_16), list(record.grid),
+            runtime]
 
 
 def aten_ops():

@@ -155,18 +155,21 @@ def _path_key(path: tuple) -> tuple:
     return tuple((0, p) if isinstance(p, int) else (1, str(p)) for p in path)
 
 
-def _launches(recorder) -> tuple[KernelLaunch, ...]:
+def encoded_constexprs(constexprs: dict) -> dict:
+    """Constexpr values as JSON (sandbox.compile's encoding), a value it cannot encode by its repr."""
     from sandbox.compile import _encode
-    out = []
-    for rec in recorder.records:
-        constexprs = []
-        for name, value in rec.constexprs.items():
-            try:
-                constexprs.append((name, _encode(value)))
-            except TypeError:
-                constexprs.append((name, repr(value)[:80]))
-        out.append(KernelLaunch(rec.kernel_name, tuple(constexprs), rec.num_warps, rec.num_stages, rec.grid))
-    return tuple(out)
+    out = {}
+    for name, value in constexprs.items():
+        try:
+            out[name] = _encode(value)
+        except TypeError:
+            out[name] = repr(value)[:80]
+    return out
+
+
+def _launches(recorder) -> tuple[KernelLaunch, ...]:
+    return tuple(KernelLaunch(rec.kernel_name, tuple(encoded_constexprs(rec.constexprs).items()), rec.num_warps,
+                              rec.num_stages, rec.grid) for rec in recorder.records)
 
 
 def record_launches(call: Callable[[], Any], module: Any, is_fatal: Callable[[BaseException], bool],

@@ -63,8 +63,9 @@ def _load(tmp_path, source: str, name: str):
     return mod
 
 
-def _trace(mod, n: int = 1000) -> str:
-    x, y = torch.arange(n, dtype=torch.float32), torch.ones(n)
+def _trace(mod, x=None, y=None) -> str:
+    x = torch.arange(1000, dtype=torch.float32) if x is None else x
+    y = torch.ones(1000) if y is None else y
     record = record_launches(lambda: mod.scale_add(x, y), mod, lambda e: False)
     assert record.trace_events >= 2, record      # the launch and the output's allocation at least
     return record.trace_digest
@@ -73,7 +74,7 @@ def _trace(mod, n: int = 1000) -> str:
 @pytest.mark.interpreter
 def test_the_same_work_gives_one_digest_and_any_change_to_what_runs_another(tmp_path):
     base = _trace(_load(tmp_path, CANDIDATE, "base"))
-    assert base and base == _trace(_load(tmp_path, CANDIDATE, "base_again"))   # a second process's view
+    assert base and base == _trace(_load(tmp_path, CANDIDATE, "base_again"))   # the same source loaded again
     unread = CANDIDATE.replace(*UNREAD)
     assert unread != CANDIDATE and _trace(_load(tmp_path, unread, "unread")) == base
     digests = {"base": base}
@@ -89,9 +90,6 @@ def test_a_tensor_counts_by_its_sizes_and_offset_not_its_address(tmp_path):
     mod = _load(tmp_path, CANDIDATE, "views")
     x = torch.arange(2000, dtype=torch.float32)
     y = torch.ones(2000)
-
-    def digest(xv, yv):
-        return record_launches(lambda: mod.scale_add(xv, yv), mod, lambda e: False).trace_digest
-    first = digest(x[:1000], y[:1000])
-    assert first == digest(x.clone()[:1000], y.clone()[:1000])          # other buffers, same work
-    assert first != digest(x[1000:], y[1000:])                          # the same sizes at another offset
+    first = _trace(mod, x[:1000], y[:1000])
+    assert first == _trace(mod, x.clone()[:1000], y.clone()[:1000])     # other buffers, same work
+    assert first != _trace(mod, x[1000:], y[1000:])                     # the same sizes at another offset
