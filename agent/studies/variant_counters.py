@@ -2,7 +2,7 @@
 side at the hot shapes named: every kernel each one launches, not only the longest.
 
     python -m agent.studies.variant_counters --op softmax --shapes T64-V151936,T256-V151936 \
-        [--variants two_pass,search_s31] --out OUT.json
+        [--variants two_pass,before_s32] --out OUT.json
 
 A variant that is slower than the seed on one shape and faster on another says which structure wins where; the
 counters say why (DRAM throughput, occupancy, registers, the stall that dominates, and how a call's time splits

@@ -221,8 +221,8 @@ def test_two_pass_kernels_compile_for_hopper_without_spills_at_every_step_width_
         compiles.append({"kernel": "_softmax_normalize_kernel",
                          "types": {"x_ptr": "*bf16", "part_ptr": "*fp32", "y_ptr": "*fp32"},
                          "aligned": ["x_ptr", "part_ptr", "y_ptr"], "num_warps": warps, "num_stages": 1,
-                         "constexprs": {"BLOCK_V": block, "BLOCK_S": 64, "REVERSE": 1, "STORE_CS": 0, "STAGES": 1,
-                                        "USE_PDL": 0}})
+                         "constexprs": {"BLOCK_V": block, "BLOCK_S": 64, "REVERSE": seed.CONFIGS["REVERSE"],
+                                        "STORE_CS": seed.CONFIGS["STORE_CS"], "STAGES": 1, "USE_PDL": 0}})
     for c, r in zip(compiles, compile_for_hopper(spec.seed_path, compiles)):
         assert "STACK:0" in r["usage"] and "LOCAL:0" in r["usage"], f"{c['kernel']} {c['constexprs']}: {r['usage']}"
 

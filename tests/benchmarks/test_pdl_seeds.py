@@ -56,7 +56,7 @@ KERNELS = [
      BF16_PTRS, 4),
     ("softmax", "_softmax_partials_kernel", dict(BLOCK_V=4096, EVICT_LAST=0, GROUP=8, STAGES=1),
      {"x_ptr": "*bf16", "part_ptr": "*fp32"}, 8),
-    ("softmax", "_softmax_normalize_kernel", dict(BLOCK_V=4096, BLOCK_S=8, REVERSE=1, STORE_CS=0, STAGES=1),
+    ("softmax", "_softmax_normalize_kernel", dict(BLOCK_V=4096, BLOCK_S=8, REVERSE=0, STORE_CS=1, STAGES=1),
      {"x_ptr": "*bf16", "part_ptr": "*fp32", "y_ptr": "*fp32"}, 8),
     *[("softmax", "_softmax_one_read_kernel", dict(BLOCK=8192, BLOCK_S=32, POLL_LOADS=poll),
        {"x_ptr": "*bf16", "ws_ptr": "*i64", "y_ptr": "*fp32"}, 8) for poll in (0, 1)],

@@ -148,6 +148,9 @@ def test_cublas_gemm_matches_the_reference():
                                       ("softmax", {"T": 16, "V": 32000})])
 def test_liger_baselines_match_the_reference_on_the_gpu(op, dims):
     spec = load_operator(op)
+    missing = unavailable(spec.module, "liger")
+    if missing:     # the GPU machine's image has no Liger unless its wheel is carried (agent/studies/batch/README.md)
+        pytest.skip(missing)
     chosen = build(spec.module, "liger")
     inputs = spec.make_inputs(dims, "bf16", 3, "cuda")
     out = chosen.fn(**chosen.prepare(inputs))

@@ -181,11 +181,13 @@ def _alive(pid: int) -> bool:
 
 
 def test_hang_times_out_and_kills_the_whole_process_group(op_dir):
-    inject = ("import subprocess\n"
+    # The hang sleeps rather than spins: the kill is the same, and a spin would take a core from the suite's other
+    # worker for the whole 30 s
+    inject = ("import subprocess, time\n"
               "child = subprocess.Popen(['sleep', '600'])\n"
               "print('GRANDCHILD', child.pid, flush=True)\n"
               "while True:\n"
-              "    pass")
+              "    time.sleep(1)")
     t0 = time.monotonic()
     # 30 s: the worker's start-up (~1-2 s on 2 cores, over 10 s once under a loaded CI run) fits inside, and the
     # rest is waited out

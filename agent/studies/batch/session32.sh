@@ -10,6 +10,9 @@
 #   moe_liger       fused_moe beside Liger-Kernel 0.8.5's fused MoE: session 31's 300 s went to the autotuning of
 #                   Liger's first call (32-40 configs per GEMM); 540 s here, last, so nothing waits on it
 # conv and copies go to h200.md only from an H200 (BATCH_SKIP="conv copies" on another card).
+# Ran 2026-12-07 (session 32) on an H100 with BATCH_SKIP="conv copies": softmax_search (44 s) and optimize_topk
+# (its 400 s limit) finished; moe_liger was stopped for the GPU tests. The softmax seed then took search_s31's
+# pair (the variant is before_s32 now). Not run: conv and copies (H200 only).
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin

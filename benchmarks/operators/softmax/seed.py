@@ -50,16 +50,21 @@ import triton.language as tl
 # REVERSE with 8 warps: the variant `reverse_b2048_w8`, 14-18% faster than the earlier seed on every hot shape on
 # the H200 (2026-12-02). GROUP 8 with 4096-wide steps: the variant `group8_b4096`, 0.85-0.93 of that on every hot
 # shape (2026-12-03: T256-V151936 90.0 us against 98.1, T64-V129280 19.8 against 23.3; new_ops_h200.md).
+# STORE_CS 1 with REVERSE 0: found by `aka optimize` (the offline search) at the T = 64 shapes on an H100 (session
+# 31, benchmarks/results/optimize_h200.md), then timed beside the seed on all seven hot shapes in 5 paired rounds on
+# an H100 (2026-12-07, softmax_search_h100.md): 0.914-0.924 of the seed's time in every round at T = 64, 0.976-1.010
+# at T = 2, 0.992-1.010 at T = 256 (the one-read path, which has neither switch). Not yet timed on the H200 (the
+# variant `before_s32` restores the earlier pair).
 CONFIGS = {
     "BLOCK_V": 4096,
     "TARGET_PROGRAMS": 528,
     "MAX_SPLITS": 64,
     "num_warps": 8,
-    "REVERSE": 1,
+    "REVERSE": 0,
     "PASS1_EVICT_LAST": 0,
     "GROUP": 8,
     "ROW_GROUP_BYTES": 0,
-    "STORE_CS": 0,
+    "STORE_CS": 1,
     "STAGES": 1,
     # the one-read path: a chunk a program; the chunk halves (down to ONE_READ_MIN_BLOCK) while the grid has
     # fewer than TARGET_PROGRAMS programs, so a few rows still fill the GPU. Only for an x of more than
