@@ -72,3 +72,38 @@ def test_batch_skip_leaves_the_named_steps_out_and_runs_the_rest(tmp_path):
     assert (res / "conv_more" / "log").read_text() == "ran\n"
     lines = (res / "steps.txt").read_text().splitlines()
     assert lines[:2] == ["copies skipped", "conv skipped"] and lines[2].startswith("conv_more rc=0 ")
+
+
+def _latest_batch(batches=BATCHES) -> Path:
+    """The batch the next device call runs: the highest session number (session33b.sh after session33.sh)."""
+    numbered = [p for p in batches if re.fullmatch(r"session\d+[a-z]?\.sh", p.name)]
+    return max(numbered, key=lambda p: (int(re.search(r"\d+", p.name).group()), p.name))
+
+
+def _variants_named(text: str) -> list[tuple[str, str]]:
+    """(ops, variant) of every `seed:NAME` in an --only list, with the --ops of its command."""
+    found = []
+    for command in text.splitlines():
+        ops = re.search(r"--ops (\S+)", command)
+        for only in re.findall(r"--only (\S+)", command):
+            found += [(ops.group(1) if ops else "", v.split(":", 1)[1]) for v in only.split(",") if v.startswith("seed:")]
+    return found
+
+
+def test_the_latest_batch_names_seed_variants_its_operators_have():
+    """A variant renamed or retired after a batch was written would fail that step on the GPU (older batches are
+    records of what ran and may name retired variants)."""
+    from agent.studies.seed_variants import VARIANTS
+    batch = _latest_batch()
+    named = _variants_named(_joined(batch))
+    missing = [(ops, v) for ops, v in named
+               if not any(v in dict(VARIANTS.get(op, [])) for op in ops.split(","))]
+    assert missing == [], f"{batch.name} names seed variants its --ops do not have: {missing}"
+
+
+def test_the_variant_check_reads_ops_and_only_lists():
+    text = "step a 1 python3 x.py --ops softmax,gemm --only compile,seed:one,seed:two --rounds 5\nstep b 1 y --only seed:z"
+    assert _variants_named(text) == [("softmax,gemm", "one"), ("softmax,gemm", "two"), ("", "z")]
+    names = ["session9.sh", "session33.sh", "session33b.sh", "session100.sh", "steps.sh"]
+    assert _latest_batch([Path(n) for n in names]).name == "session100.sh"
+    assert _latest_batch([Path(n) for n in names[:3]]).name == "session33b.sh"
