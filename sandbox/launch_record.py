@@ -199,7 +199,7 @@ def record_launches(call: Callable[[], Any], module: Any, is_fatal: Callable[[Ba
         note = f"the call failed with CONFIGS traced ({str(exc)[:200]}); recorded untraced"
         with LaunchRecorder() as recorder:
             call()
-        paths, trace, events = None, "", 0
+        paths = None    # trace and events are still "" and 0: the digest is the last step of the try
     if recorder.errors:
         note = "; ".join([note] * bool(note) + recorder.errors[:3])[:500]
     if keep is not None:
