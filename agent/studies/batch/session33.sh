@@ -3,30 +3,32 @@
 #   softmax_h200    softmax's seed (STORE_CS 1, REVERSE 0 since session 32, from an H100's paired rounds) beside
 #                   `seed:before_s32` (the pair before) and torch.compile on all seven hot shapes, 5 paired rounds:
 #                   the seed keeps the pair only if the H200 agrees (T = 64 faster, no hot shape slower)
+#   conv            causal_conv1d_update beside its baselines (9 paired rounds), for h200.md (H200 only)
+#   copies          the copy bound of every hot shape on the H200 (sessions 26 and 29 ran it on H100s)
 #   gpu_sandbox     the gpu-marked tests of tests/sandbox and tests/agent, Liger importable (session 32's run on an
 #                   H100 ran out of its 290 s: Liger's five GPU tests failed there for want of the package, since
 #                   fixed to skip with the reason, and no other test failed before the limit)
 #   gpu_benchmarks  the gpu-marked tests of tests/benchmarks (90 s in session 32 did not finish)
-#   conv            causal_conv1d_update beside its baselines (9 paired rounds), for h200.md (H200 only)
-#   copies          the copy bound of every hot shape on the H200 (sessions 26 and 29 ran it on H100s)
 #   moe_liger       fused_moe beside Liger-Kernel 0.8.5's fused MoE, last: Liger's first call autotunes 32-40 configs
 #                   a GEMM (session 31's 300 s ran out in it on an H100)
-# conv and copies go to h200.md only from an H200 (BATCH_SKIP="conv copies" on another card). The test steps print
-# each test's outcome as it ends (-v), so a step cut by its limit still says which ran and how they ended.
+# conv and copies run before the tests (session 33 moved them: failed starts had cut the device time, and their
+# numbers only an H200 can give). They go to h200.md only from an H200 (BATCH_SKIP="conv copies" on another
+# card). The test steps print each test's outcome as it ends (-v), so a step cut by its limit still says which
+# ran and how they ended.
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
 mkdir -p /tmp/site && pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
 PYTHONPATH=/tmp/site:$PWD step softmax_h200 240 python3 agent/studies/measure_baselines.py --ops softmax \
   --only compile,seed:before_s32 --rounds 5 --rounds-max-us 100 --out /tmp/res/softmax_h200/out/softmax_h200.md
-PYTHONPATH=/tmp/site:$PWD step gpu_sandbox 420 python3 -m pytest -v -m gpu -p no:cacheprovider \
-  --durations 15 -rfE tests/sandbox tests/agent
-PYTHONPATH=/tmp/site:$PWD step gpu_benchmarks 360 python3 -m pytest -v -m gpu -p no:cacheprovider \
-  --durations 15 -rfE tests/benchmarks
 PYTHONPATH=/tmp/site:$PWD step conv 120 python3 agent/studies/measure_baselines.py --ops causal_conv1d_update \
   --no-variants --rounds 9 --rounds-max-us 10 --out /tmp/res/conv/out/conv.md
 step copies 90 python3 -m agent.studies.copy_floor --out /tmp/res/copies/copy_floor.json --max-t 100000000 \
   --ops causal_conv1d,causal_conv1d_update,fused_add_rms_norm,gated_rms_norm,l2_norm,layer_norm,moe_align_block_size,moe_sum_reduce,moe_topk_softmax,per_token_group_quant_fp8,per_token_quant_fp8,qk_rms_norm,reshape_and_cache,rms_norm,rms_norm_quant_fp8,rotary_embedding,silu_and_mul,softmax,top_k_top_p_filter
+PYTHONPATH=/tmp/site:$PWD step gpu_sandbox 420 python3 -m pytest -v -m gpu -p no:cacheprovider \
+  --durations 15 -rfE tests/sandbox tests/agent
+PYTHONPATH=/tmp/site:$PWD step gpu_benchmarks 360 python3 -m pytest -v -m gpu -p no:cacheprovider \
+  --durations 15 -rfE tests/benchmarks
 PYTHONPATH=/tmp/site:$PWD step moe_liger 540 python3 agent/studies/measure_baselines.py --ops fused_moe \
   --only liger --slow-baselines --no-variants --out /tmp/res/moe_liger/out/moe_liger.md
 touch /tmp/res/all.done
