@@ -40,6 +40,11 @@ KW_GATED = dict(stride_x_col=1, stride_z_col=1, ROWS=1, BLOCK_H=1024, NUM_CHUNKS
 KW_SUM = dict(stride_wk=1, ROWS=1, BLOCK_H=1024)
 GEMM = {"a_ptr": "*bf16", "b_ptr": "*bf16", "c_ptr": "*bf16", "ws_ptr": "*fp32", "flag_ptr": "*i32"}
 
+# softmax's pass-2 switches as the seed sets them (changed by `aka optimize`'s find in session 32), so the build
+# checked is the one the seed launches
+_SOFTMAX = load_seed(load_operator("softmax").seed_path, "pdl_softmax_configs").CONFIGS
+SOFTMAX_PASS2 = dict(REVERSE=_SOFTMAX["REVERSE"], STORE_CS=_SOFTMAX["STORE_CS"])
+
 # (operator, kernel, constexprs, pointer types, warps or (warps, stages)): each kernel a PDL seed launches, at a decode configuration
 KERNELS = [
     ("rms_norm", "_rms_norm_kernel", dict(stride_x_col=1, stride_w=1, ROWS=1, BLOCK_H=512, NUM_CHUNKS=1, PERSISTENT=0,
@@ -56,7 +61,7 @@ KERNELS = [
      BF16_PTRS, 4),
     ("softmax", "_softmax_partials_kernel", dict(BLOCK_V=4096, EVICT_LAST=0, GROUP=8, STAGES=1),
      {"x_ptr": "*bf16", "part_ptr": "*fp32"}, 8),
-    ("softmax", "_softmax_normalize_kernel", dict(BLOCK_V=4096, BLOCK_S=8, REVERSE=0, STORE_CS=1, STAGES=1),
+    ("softmax", "_softmax_normalize_kernel", dict(BLOCK_V=4096, BLOCK_S=8, STAGES=1, **SOFTMAX_PASS2),
      {"x_ptr": "*bf16", "part_ptr": "*fp32", "y_ptr": "*fp32"}, 8),
     *[("softmax", "_softmax_one_read_kernel", dict(BLOCK=8192, BLOCK_S=32, POLL_LOADS=poll),
        {"x_ptr": "*bf16", "ws_ptr": "*i64", "y_ptr": "*fp32"}, 8) for poll in (0, 1)],
