@@ -270,5 +270,6 @@ def test_replay_on_fresh_inputs_replays_what_was_timed():
     assert r.t_graph_s is not None and kept["graph"] is not None
     fresh = {"x": torch.rand(1 << 16, device="cuda")}
     out, why = timing.replay_on_fresh_inputs(kept, sets, fresh)
-    assert why is None and torch.equal(out, fresh["x"])
+    # a list: the call's one output (no n_outputs given), then the mutated arguments (none here)
+    assert why is None and len(out) == 1 and torch.equal(out[0], fresh["x"])
     assert timing.replay_on_fresh_inputs({}, sets, fresh)[1].startswith("no CUDA graph")
