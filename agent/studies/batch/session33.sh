@@ -7,8 +7,8 @@
 #   copies          the copy bound of every hot shape on the H200 (sessions 26 and 29 ran it on H100s)
 #   gpu_sandbox     the gpu-marked tests of tests/sandbox and tests/agent, Liger importable (session 32's run on an
 #                   H100 ran out of its 290 s: Liger's five GPU tests failed there for want of the package, since
-#                   fixed to skip with the reason, and no other test failed before the limit)
-#                   (540 s since session 34: on an H100 they took 455 s and a limit of 420 s cut one)
+#                   fixed to skip with the reason, and no other test failed before the limit). A limit of 540 s
+#                   since session 34: on an H100 they took 455 s, and its limit of 420 s cut one test short
 #   gpu_benchmarks  the gpu-marked tests of tests/benchmarks (90 s in session 32 did not finish)
 #   moe_liger       fused_moe beside Liger-Kernel 0.8.5's fused MoE, last: Liger's first call autotunes 32-40 configs
 #                   a GEMM (session 31's 300 s ran out in it on an H100)
