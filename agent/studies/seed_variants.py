@@ -301,6 +301,12 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # H200: retired, 0.99-1.01 of the seed's time there on an H100 in 9 rounds, 2026-12-06,
         # benchmarks/results/suite_h100_s26_records/conv_rerun_report.md)
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        # the 16384 bucket (T = 64-256 at H = 7168) before session 35: 4 groups on 4 warps, 8-byte loads. 8 groups took
+        # 0.92-0.96 of its time on an H100 in three runs (benchmarks/results/session35_h100.md); the H200 has not
+        # timed the two side by side. (Retired there: 16 groups, or 2 warps, in this bucket (no faster than 8 groups
+        # on 4); 1, 2 or 4 groups on 1 or 2 warps in the 1024 bucket, and 2 warps in the 262144 bucket, within noise
+        # at T16-H7168, T64-H1536 and T1024-H7168, the shapes the median attainment (0.598, H200) sits on.)
+        ("b16k_g4_w4", {"by_pairs.16384.BLOCK_G": 4}),
     ],
     # decode, 2.1-2.5 us at T <= 256 with the bitonic top-k (SELECT=3); SELECT 0-2 take k = 8 rounds of dependent
     # row reductions (3, 2 or 1 a round)
@@ -355,8 +361,16 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("fast_rows2_w1", {"by_block_h.128.ROWS": 2, "FAST": 1}),
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
     ],
-    # operators whose only variant is the PDL switch
-    **{op: [("pdl", {"PDL": 1})] for op in ("per_token_quant_fp8", "moe_sum_reduce")},
+    # one table for every T. Rows of 7168 (BLOCK_H 8192) took 16 warps until session 35, 2.50-3.95 us at T = 16-256
+    # on the H200 (0.33-0.53 attainment, the median 0.555); 8 warps since: 0.94-0.97 of the time at decode and the
+    # same at prefill on an H100 in three runs (benchmarks/results/session35_h100.md). The H200 has not timed the two
+    # side by side. (Retired there: 4 warps, between the two; 32, slower everywhere; rows of 2048 on 2 or 8 warps
+    # instead of 4, within the 4% noise of 2 us.)
+    "per_token_quant_fp8": [
+        ("pdl", {"PDL": 1}),
+        ("h8192_w16", {"by_block_h.8192.num_warps": 16}),
+    ],
+    "moe_sum_reduce": [("pdl", {"PDL": 1})],
     # (l2_norm: gated_rms_norm's small programs at H = 128, a `min_programs` switch written and timed in session 26
     # and taken out again: at T = 8 one program of 16 rows on 4 warps read 1.89 us against torch.compile's 1.76 on
     # an H100 in one timing, but 1.57 against 1.63 on the H200 in 9 paired rounds, and 1, 4 or 16 rows a program

@@ -444,9 +444,15 @@ def test_gpu_run_uses_interleaved_ab_and_times_the_baselines(tmp_path):
     GPU minutes are counted, and the export's table carries the baseline columns."""
     from agent.audit_export import performance_markdown, load_run
     c = make_candidates(tmp_path / "cands")
+    # slower.py halves ROWS, which is already 1 at H = 4096: the loop would find it launches what the incumbent
+    # launches and skip its A/B. Two warps a row of 4096 changes the launches of both shapes (and passes the gates)
+    src = seed_source()
+    two_warps = re.sub(r'(4096: \{"ROWS": 1, "num_warps": )\d+', r"\g<1>2", src)
+    assert two_warps != src, "the seed's H = 4096 entries changed: update this test"
+    (tmp_path / "cands" / "two_warps.py").write_text(two_warps)
     shapes = (Shape.make("decode-4k", {"T": 8, "H": 4096}, dtype="bf16", weight=2.0),
               Shape.make("prefill-4k", {"T": 2048, "H": 4096}, dtype="bf16", weight=1.0))
-    proposer = RecordingProposer([str(c["faster.py"]), str(c["slower.py"]), str(c["wrong.py"])])
+    proposer = RecordingProposer([str(c["faster.py"]), str(tmp_path / "cands" / "two_warps.py"), str(c["wrong.py"])])
     cfg = load_config(None, [f"home={tmp_path / 'home'}", "acceptance.repeats=3", "knowledge.enabled=false",
                              "acceptance.screen=false"])
     loop, audit = make_loop(tmp_path, proposer, cfg=cfg, shapes=shapes, target=2.0)   # never reached: run all three

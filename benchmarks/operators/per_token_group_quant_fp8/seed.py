@@ -18,11 +18,13 @@ import triton.language as tl
 # Few pairs (decode) want small tiles so that enough programs run; many want tiles of 16 KiB and more.
 # The largest bucket with 4 warps: the variant `big_g16_w4`, 45.0 us at T = 8192 H = 7168 on the H200 (from
 # 54.4; 2026-12-02, benchmarks/results/new_ops_h200.md).
+# The 16384 bucket (T = 64-256 at H = 7168) with 8 groups a program, not 4: 0.92 of the time at T256-H7168 and
+# 0.98-0.99 at T64 (H100, two runs of 5 and 9 paired rounds, session 35, benchmarks/results/session35_h100.md).
 CONFIGS = {
     "round_in_fp32": False,
     "by_pairs": {
         1024: {"BLOCK_G": 2, "num_warps": 2},
-        16384: {"BLOCK_G": 4, "num_warps": 4},
+        16384: {"BLOCK_G": 8, "num_warps": 4},
         262144: {"BLOCK_G": 8, "num_warps": 4},
         1 << 40: {"BLOCK_G": 16, "num_warps": 4},
     },

@@ -14,6 +14,9 @@ import triton
 import triton.language as tl
 
 # Tunables, keyed by BLOCK_H (H rounded up to a power of two; wider rows use the largest key).
+# Rows of 7168 (BLOCK_H 8192) on 8 warps, 32 elements a thread, not 16 warps: 0.94-0.97 of the time at
+# T = 16-256 and the same at T = 4096-8192 (H100, two runs of 5 and 9 paired rounds, session 35,
+# benchmarks/results/session35_h100.md; 32 warps took longer everywhere, 4 sat between).
 CONFIGS = {
     "max_block_h": 8192,
     "round_in_fp32": False,
@@ -23,7 +26,7 @@ CONFIGS = {
         1024: {"ROWS": 2, "num_warps": 4},
         2048: {"ROWS": 1, "num_warps": 4},
         4096: {"ROWS": 1, "num_warps": 8},
-        8192: {"ROWS": 1, "num_warps": 16},
+        8192: {"ROWS": 1, "num_warps": 8},
     },
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
