@@ -23,36 +23,31 @@ CONFIGS = ((128, 128, 1), (128, 128, 2), (256, 128, 1), (256, 128, 2), (128, 256
 
 
 @triton.jit
-def _mm_pointer_store(a_desc, b_desc, c_ptr, K, stride_cm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+def _mm(a_desc, b_desc, c, K, stride_cm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+        TMA_STORE: tl.constexpr):
+    # c is a tensor descriptor with TMA_STORE, else a pointer
     pid_m, pid_n = tl.program_id(0), tl.program_id(1)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for kt in range(0, tl.cdiv(K, BK)):
         acc = tl.dot(a_desc.load([pid_m * BM, kt * BK]), b_desc.load([pid_n * BN, kt * BK]).T, acc)
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc.to(tl.bfloat16))
-
-
-@triton.jit
-def _mm_tma_store(a_desc, b_desc, c_desc, K, stride_cm, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for kt in range(0, tl.cdiv(K, BK)):
-        acc = tl.dot(a_desc.load([pid_m * BM, kt * BK]), b_desc.load([pid_n * BN, kt * BK]).T, acc)
-    c_desc.store([pid_m * BM, pid_n * BN], acc.to(tl.bfloat16))
+    if TMA_STORE:
+        c.store([pid_m * BM, pid_n * BN], acc.to(tl.bfloat16))
+    else:
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        tl.store(c + rm[:, None] * stride_cm + rn[None, :], acc.to(tl.bfloat16))
 
 
 def probe(bm: int, bn: int, ctas: int, epilogue: str) -> dict:
     """One compile for sm_90: {"compiled", "shared", "multicast_lines", "error"}."""
-    fn = _mm_tma_store if epilogue == "tma" else _mm_pointer_store
-    c_name = "c_desc" if epilogue == "tma" else "c_ptr"
+    tma = epilogue == "tma"
     sig = {"a_desc": f"tensordesc<bf16[{bm},{BLOCK_K}]>", "b_desc": f"tensordesc<bf16[{bn},{BLOCK_K}]>",
-           c_name: f"tensordesc<bf16[{bm},{bn}]>" if epilogue == "tma" else "*bf16",
-           "K": "i32", "stride_cm": "i32", "BM": "constexpr", "BN": "constexpr", "BK": "constexpr"}
-    attrs = {(4,): [["tt.divisibility", 16]]}
-    if epilogue != "tma":
-        attrs[(2,)] = [["tt.divisibility", 16]]
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs={"BM": bm, "BN": bn, "BK": BLOCK_K}, attrs=attrs)
+           "c": f"tensordesc<bf16[{bm},{bn}]>" if tma else "*bf16", "K": "i32", "stride_cm": "i32",
+           "BM": "constexpr", "BN": "constexpr", "BK": "constexpr", "TMA_STORE": "constexpr"}
+    aligned = (4,) if tma else (2, 4)          # stride_cm, and c when it is a pointer
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    src = triton.compiler.ASTSource(fn=_mm, signature=sig, attrs=attrs,
+                                    constexprs={"BM": bm, "BN": bn, "BK": BLOCK_K, "TMA_STORE": tma})
     row = {"BLOCK_M": bm, "BLOCK_N": bn, "num_ctas": ctas, "epilogue": epilogue}
     try:
         kernel = triton.compile(src, target=GPUTarget("cuda", 90, 32),
