@@ -292,7 +292,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # T = 8192 (458752 (row, group) pairs, the largest bucket) lost to torch.compile by 2%
     "per_token_group_quant_fp8": [
         ("big_g32_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 32, f"by_pairs.{1 << 40}.num_warps": 8}),
-        ("big_g64_w8", {f"by_pairs.{1 << 40}.BLOCK_G": 64, f"by_pairs.{1 << 40}.num_warps": 8}),
+        # (big_g64_w8, 64 groups on 8 warps in the largest bucket: retired in session 35, 47.34 us at T = 8192 against
+        # 44.96 for today's 16 on 4, H200, new_ops_h200_records/s8_tables.md)
         ("big_g8_w4", {f"by_pairs.{1 << 40}.BLOCK_G": 8}),
         ("big_g16_w8", {f"by_pairs.{1 << 40}.num_warps": 8}),                  # the seed before 2026-12-02
         ("mid_g16_w8", {"by_pairs.262144.BLOCK_G": 16, "by_pairs.262144.num_warps": 8,
@@ -307,6 +308,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # on 4); 1, 2 or 4 groups on 1 or 2 warps in the 1024 bucket, and 2 warps in the 262144 bucket, within noise
         # at T16-H7168, T64-H1536 and T1024-H7168, the shapes the median attainment (0.598, H200) sits on.)
         ("b16k_g4_w4", {"by_pairs.16384.BLOCK_G": 4}),
+        ("index64", {"index32": 0}),      # int64 index division, the seed before session 35 (offline: 104 more SASS)
     ],
     # decode, 2.1-2.5 us at T <= 256 with the bitonic top-k (SELECT=3); SELECT 0-2 take k = 8 rounds of dependent
     # row reductions (3, 2 or 1 a round)

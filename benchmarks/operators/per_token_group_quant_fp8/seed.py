@@ -28,12 +28,18 @@ CONFIGS = {
         262144: {"BLOCK_G": 8, "num_warps": 4},
         1 << 40: {"BLOCK_G": 16, "num_warps": 4},
     },
+    # 1: a program's (row, group) indices by 32-bit division (the pair count is an int32 already), widened to int64
+    # only for the byte offsets; 0: by int64 division (the seed before session 35). Offline for sm_90 (Triton 3.6,
+    # 2 groups on 2 warps): 144 SASS instructions against 248, the x load issued 22 instructions in (53rd against
+    # 75th), with no 64-bit divide and its branch to a subroutine before it. At decode the instructions before the
+    # load are on the call's critical path. Not yet timed (the variant `index64`).
+    "index32": 1,
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
     # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
     "PDL": 0,
 }
-SEARCH_SPACE = {"PDL": [0, 1]}
+SEARCH_SPACE = {"PDL": [0, 1], "index32": [0, 1]}
 
 
 @triton.jit
@@ -50,15 +56,21 @@ def _round_to_e4m3(v):
 @triton.jit
 def _per_token_group_quant_fp8_kernel(x_ptr, q_ptr, s_ptr, n_pairs, groups_per_row, stride_x_row, stride_x_col,
                                       stride_q_row, GROUP: tl.constexpr, BLOCK_G: tl.constexpr,
-                                      ROUND_IN_FP32: tl.constexpr, USE_PDL: tl.constexpr = False):
+                                      ROUND_IN_FP32: tl.constexpr, INDEX32: tl.constexpr = True,
+                                      USE_PDL: tl.constexpr = False):
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     pairs = tl.program_id(0) * BLOCK_G + tl.arange(0, BLOCK_G)
     pair_mask = pairs < n_pairs
     pairs64 = pairs.to(tl.int64)
-    rows = pairs64 // groups_per_row
-    first_col = (pairs64 % groups_per_row) * GROUP
+    if INDEX32:
+        rows32 = pairs // groups_per_row
+        rows = rows32.to(tl.int64)
+        first_col = ((pairs - rows32 * groups_per_row) * GROUP).to(tl.int64)
+    else:
+        rows = pairs64 // groups_per_row
+        first_col = (pairs64 % groups_per_row) * GROUP
     cols = first_col[:, None] + tl.arange(0, GROUP)[None, :]
     mask = pair_mask[:, None]
     x = tl.load(x_ptr + rows[:, None] * stride_x_row + cols * stride_x_col, mask=mask, other=0.0,
@@ -99,5 +111,6 @@ def per_token_group_quant_fp8(x, group_size=128):
     _per_token_group_quant_fp8_kernel[grid](x, xq, scale, n_pairs, groups, x.stride(0), x.stride(1), xq.stride(0),
                                             GROUP=group_size, BLOCK_G=cfg["BLOCK_G"],
                                             ROUND_IN_FP32=bool(CONFIGS["round_in_fp32"]) or not x.is_cuda,
-                                            USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
+                                            INDEX32=bool(CONFIGS["index32"]), USE_PDL=pdl, launch_pdl=pdl,
+                                            num_warps=cfg["num_warps"])
     return xq, scale
