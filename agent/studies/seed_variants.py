@@ -328,12 +328,14 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
     # Hk * D = 128 rows take the 256 entry (half its lanes masked off): narrower entries, more tokens a program
     "reshape_and_cache": [
         ("row128_t2_w1", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 2, "num_warps": 1}})),
-        ("row128_t4_w1", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 4, "num_warps": 1}})),
+        # (row128_t4_w1 retired in session 35: 1.07-1.20x the seed's time at T = 1-256 on the H200,
+        # new_ops_h200_records/s13_loads_first_variants.json)
         ("row128_t4_w2", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 4, "num_warps": 2}})),
         ("row128_t8_w4", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 8, "num_warps": 4}})),
         ("t1", {"by_row.256.TOKENS": 1}),
         ("t4_w4", {"by_row.256.TOKENS": 4, "by_row.256.num_warps": 4}),
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("bs_runtime", {"bs_constexpr": 0}),     # the block size a runtime value, the seed before session 35
     ],
     # 3-29 us against a 1.3 us floor at first (T256, P = 2048 pairs: 26 us in one program sorting 2048 keys).
     # A one-program call's time is its instruction chain: the seed before 2026-12-03, then the sentinel tiles

@@ -105,7 +105,7 @@ KERNELS = [
     ("rotary_embedding", "_rotary_embedding_kernel", dict(HALF=64, BLOCK_HALF=64, BLOCK_H=8, IS_NEOX=True), NORM, 4),
     ("rotary_embedding", "_rotary_embedding_fused_kernel", dict(HALF=64, BLOCK_HALF=64, TOKENS=1, HEADS_Q=8, HEADS_K=1,
                                                                 IS_NEOX=True, X_EVICT="evict_first"), NORM, 4),
-    ("reshape_and_cache", "_reshape_and_cache_kernel", dict(BLOCK=256, TOKENS=2), NORM, 2),
+    ("reshape_and_cache", "_reshape_and_cache_kernel", dict(BLOCK=256, TOKENS=2, BS_CONST=16), NORM, 2),
     ("per_token_group_quant_fp8", "_per_token_group_quant_fp8_kernel", dict(GROUP=128, BLOCK_G=16, ROUND_IN_FP32=False,
                                                                             INDEX32=True),
      NORM, 4),

@@ -1,9 +1,10 @@
 # Session 36's batch (written 2026-12-07 in session 35): the H200's pending comparisons first (on an H200 only), then
 # `aka optimize`'s offline search on the operators whose median attainment misses issue 15's 0.6 by the least (any
 # card). Carry .whl (Liger). About 26 minutes on an H200, 21 on another card: three calls of collect.sh.
-#   quant_warps     per_token_quant_fp8's and per_token_group_quant_fp8's seeds (session 35) beside the tables they
-#                   replaced and the group quantizer's int64 index division (`index64`), 9 paired rounds: keep each
-#                   change only if no hot shape is slower on the H200
+#   s35_changes     session 35's seed changes beside what they replaced, 9 paired rounds: per_token_quant_fp8's and
+#                   per_token_group_quant_fp8's tables (`h8192_w16`, `b16k_g4_w4`), the group quantizer's int64 index
+#                   division (`index64`) and reshape_and_cache's runtime block size (`bs_runtime`): keep each change
+#                   only if no hot shape is slower on the H200
 #   softmax_h200    softmax's seed (session 32) beside `seed:before_s32` and torch.compile, 5 paired rounds: keep the
 #                   pair only if T = 64 is faster and no hot shape slower on the H200
 #   conv            causal_conv1d_update beside its baselines (9 paired rounds), for h200.md
@@ -16,12 +17,12 @@
 # The first four steps run on an H200 only: the script adds them to BATCH_SKIP on any other card.
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
-nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || BATCH_SKIP="$BATCH_SKIP quant_warps softmax_h200 conv copies"
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || BATCH_SKIP="$BATCH_SKIP s35_changes softmax_h200 conv copies"
 batch_begin
 mkdir -p /tmp/site && pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
-PYTHONPATH=/tmp/site:$PWD step quant_warps 200 python3 agent/studies/measure_baselines.py \
-  --ops per_token_quant_fp8,per_token_group_quant_fp8 --rounds 9 --rounds-max-us 30 \
-  --only seed:h8192_w16,seed:b16k_g4_w4,seed:index64 --out /tmp/res/quant_warps/out/quant_warps.md
+PYTHONPATH=/tmp/site:$PWD step s35_changes 240 python3 agent/studies/measure_baselines.py \
+  --ops per_token_quant_fp8,per_token_group_quant_fp8,reshape_and_cache --rounds 9 --rounds-max-us 30 \
+  --only seed:h8192_w16,seed:b16k_g4_w4,seed:index64,seed:bs_runtime --out /tmp/res/s35_changes/out/s35_changes.md
 PYTHONPATH=/tmp/site:$PWD step softmax_h200 240 python3 agent/studies/measure_baselines.py --ops softmax \
   --only compile,seed:before_s32 --rounds 5 --rounds-max-us 100 --out /tmp/res/softmax_h200/out/softmax_h200.md
 PYTHONPATH=/tmp/site:$PWD step conv 120 python3 agent/studies/measure_baselines.py --ops causal_conv1d_update \

@@ -23,18 +23,24 @@ CONFIGS = {
         1024: {"BLOCK": 1024, "TOKENS": 1, "num_warps": 4},
         2048: {"BLOCK": 1024, "TOKENS": 1, "num_warps": 4},
     },
+    # 1: the cache's block size is a compile-time constant (one build per block size; 16 is a shift and a mask), so a
+    # token's slot splits into (block, offset) by a few instructions; 0: by int64 division by a runtime value (the
+    # seed before session 35), a 64-bit divide on each program's dependent chain from the slot's load to the
+    # stores. Offline for sm_90: see benchmarks/results/session35_h100.md. Not yet timed (the variant `bs_runtime`).
+    "bs_constexpr": 1,
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
     # start at once (gdc_launch_dependents). Not yet timed (the variant `pdl`).
     "PDL": 0,
 }
-SEARCH_SPACE = {"PDL": [0, 1]}
+SEARCH_SPACE = {"PDL": [0, 1], "bs_constexpr": [0, 1]}
 
 
 @triton.jit
 def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, HD, D, BS,
                               sk_t, sk_h, sv_t, sv_h, sc_b, sc_s, sc_h, sc_d,
-                              BLOCK: tl.constexpr, TOKENS: tl.constexpr, USE_PDL: tl.constexpr = False):
+                              BLOCK: tl.constexpr, TOKENS: tl.constexpr, BS_CONST: tl.constexpr = 0,
+                              USE_PDL: tl.constexpr = False):
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -50,7 +56,10 @@ def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, H
     k = tl.load(key_ptr + t64[:, None] * sk_t + (h * sk_h + d)[None, :], mask=rows)
     v = tl.load(value_ptr + t64[:, None] * sv_t + (h * sv_h + d)[None, :], mask=rows)
     mask = rows & (slot >= 0)[:, None]          # a padding token (slot -1) writes nothing
-    dst = ((slot // BS) * sc_b + (slot % BS) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
+    if BS_CONST > 0:        # the block size as a constant: no division on the way from the slot to the stores
+        dst = ((slot // BS_CONST) * sc_b + (slot % BS_CONST) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
+    else:
+        dst = ((slot // BS) * sc_b + (slot % BS) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
     tl.store(kc_ptr + dst, k, mask=mask)
     tl.store(vc_ptr + dst, v, mask=mask)
 
@@ -83,5 +92,6 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping):
     _reshape_and_cache_kernel[grid](key, value, key_cache, value_cache, slot_mapping, T, HD, D, key_cache.shape[1],
                                     key.stride(0), key.stride(1), value.stride(0), value.stride(1),
                                     *key_cache.stride(), BLOCK=cfg["BLOCK"], TOKENS=cfg["TOKENS"],
+                                    BS_CONST=key_cache.shape[1] if CONFIGS["bs_constexpr"] else 0,
                                     USE_PDL=pdl, launch_pdl=pdl, num_warps=cfg["num_warps"])
     return None
