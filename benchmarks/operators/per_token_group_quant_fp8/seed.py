@@ -19,7 +19,8 @@ import triton.language as tl
 # The largest bucket with 4 warps: the variant `big_g16_w4`, 45.0 us at T = 8192 H = 7168 on the H200 (from
 # 54.4; 2026-12-02, benchmarks/results/new_ops_h200.md).
 # The 16384 bucket (T = 64-256 at H = 7168) with 8 groups a program, not 4: 0.92 of the time at T256-H7168 and
-# 0.98-0.99 at T64 (H100, two runs of 5 and 9 paired rounds, session 35, benchmarks/results/session35_h100.md).
+# 0.96-0.99 at T64 (H100, three runs of 5, 9 and 9 paired rounds, session 35,
+# benchmarks/results/session35_h100.md).
 CONFIGS = {
     "round_in_fp32": False,
     "by_pairs": {
@@ -30,9 +31,9 @@ CONFIGS = {
     },
     # 1: a program's (row, group) indices by 32-bit division (the pair count is an int32 already), widened to int64
     # only for the byte offsets; 0: by int64 division (the seed before session 35). Offline for sm_90 (Triton 3.6,
-    # 2 groups on 2 warps): 144 SASS instructions against 248, the x load issued 22 instructions in (53rd against
-    # 75th), with no 64-bit divide and its branch to a subroutine before it. At decode the instructions before the
-    # load are on the call's critical path. Not yet timed (the variant `index64`).
+    # 2 groups on 2 warps): 144 SASS instructions against 248, the x load issued 22 instructions sooner (the 53rd,
+    # not the 75th), with no 64-bit divide and its branch to a subroutine before it. At decode the instructions
+    # before the load are on the call's critical path. Not yet timed (the variant `index64`).
     "index32": 1,
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one

@@ -15,7 +15,7 @@ import triton.language as tl
 
 # Tunables, keyed by BLOCK_H (H rounded up to a power of two; wider rows use the largest key).
 # Rows of 7168 (BLOCK_H 8192) on 8 warps, 32 elements a thread, not 16 warps: 0.94-0.97 of the time at
-# T = 16-256 and the same at T = 4096-8192 (H100, two runs of 5 and 9 paired rounds, session 35,
+# T = 16-256 and the same at T = 4096-8192 (H100, three runs of 5, 9 and 9 paired rounds, session 35,
 # benchmarks/results/session35_h100.md; 32 warps took longer everywhere, 4 sat between).
 CONFIGS = {
     "max_block_h": 8192,
