@@ -57,9 +57,10 @@ def _reshape_and_cache_kernel(key_ptr, value_ptr, kc_ptr, vc_ptr, slot_ptr, T, H
     v = tl.load(value_ptr + t64[:, None] * sv_t + (h * sv_h + d)[None, :], mask=rows)
     mask = rows & (slot >= 0)[:, None]          # a padding token (slot -1) writes nothing
     if BS_CONST > 0:        # the block size as a constant: no division on the way from the slot to the stores
-        dst = ((slot // BS_CONST) * sc_b + (slot % BS_CONST) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
+        bs = BS_CONST
     else:
-        dst = ((slot // BS) * sc_b + (slot % BS) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
+        bs = BS
+    dst = ((slot // bs) * sc_b + (slot % bs) * sc_s)[:, None] + (h * sc_h + d * sc_d)[None, :]
     tl.store(kc_ptr + dst, k, mask=mask)
     tl.store(vc_ptr + dst, v, mask=mask)
 
