@@ -399,6 +399,9 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("w4", {"by_block_h.8192.num_warps": 4}),
         ("w32", {"by_block_h.8192.num_warps": 32}),
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        # what `aka optimize`'s search accepted on an H100 (2026-12-07, session 36): score 1.018x the seed's in
+        # 30 paired rounds (p = 0.0001); the two changes above together
+        ("w16_pdl", {"by_block_h.8192.num_warps": 16, "PDL": 1}),
     ],
     # decode (one new token per sequence): the 64-bit-word kernel (PACKED, 2026-12-04) against the element-wise
     # ones, and its channel tiles and warps per batch bucket
