@@ -208,15 +208,16 @@ def review_flags(incumbent: EvalResult | None, candidate: EvalResult, limit: flo
 
 # ---------------------------------------------------------------- A/B in one worker (README: "The A/B statistic")
 
-def round_scores(series, shapes, hardware, op: str) -> tuple[list[float], list[float]]:
+def round_scores(series, shapes, hardware, op: str, floor_us: float | None = None) -> tuple[list[float], list[float]]:
     """Per round, the run's score of A and of B (weight-averaged attainment over the series' shapes), from
-    sandbox.ab.ABSeries per-round times. T_ref = max(T_roof, T_floor) as in every evaluation."""
+    sandbox.ab.ABSeries per-round times. T_ref = max(T_roof, T_floor) as in every evaluation; T_floor is the
+    run's (floor_us, agent/run_floor.py) when given, else the one the A/B's worker measured."""
     from benchmarks.registry import load_operator
     from benchmarks.roofline import roofline
     from benchmarks.scoring import score_shape, weighted_attainment
     spec = load_operator(op)
     by_id = {s.id: s for s in shapes}
-    floor = float(series.floor_s or 0.0)
+    floor = floor_us * 1e-6 if floor_us else float(series.floor_s or 0.0)
     refs = [(by_id[i], roofline(*spec.work(by_id[i]), hardware).t_roof_s) for i in series.shape_ids]
     out: list[list[float]] = [[], []]
     for r in range(series.rounds):
@@ -295,11 +296,12 @@ def confirm_decision(ab: Decision, fresh_score: float | None, margin: float) -> 
                     ab.incumbent, ab.candidate, ab.gain, None, ab.pairs_won, details)
 
 
-def one_worker_decision(series, shapes, hardware, op: str, cfg) -> Decision:
-    """Decide on a sandbox.ab.ABSeries (A = incumbent, B = candidate) with acceptance config `cfg`."""
+def one_worker_decision(series, shapes, hardware, op: str, cfg, floor_us: float | None = None) -> Decision:
+    """Decide on a sandbox.ab.ABSeries (A = incumbent, B = candidate) with acceptance config `cfg`, scored
+    against the run's floor `floor_us` when given."""
     if series.error or len(series.shape_ids) != len(tuple(shapes)):
         return Decision(False, RULE_AB_ONE_WORKER, f"the A/B re-measure did not finish: {series.error or 'shapes missing'}",
                         details={"series": series.to_json()})
-    a, c = round_scores(series, shapes, hardware, op)
+    a, c = round_scores(series, shapes, hardware, op, floor_us)
     d = paired_decision(a, c, cfg.alpha, cfg.min_gain)
     return dataclasses.replace(d, details={**d.details, "series": series.to_json()})

@@ -49,6 +49,7 @@ from agent.audit import Audit, atomic_write, sha256_text
 from agent.budget import BudgetLimits, BudgetUsed, exhausted, gpu_forecast_stop
 from agent.holdout import redact_holdout
 from agent.memory import lesson, visible_per_shape
+from agent.run_floor import pin_floor
 from agent.no_op import no_op_decision
 from agent.proposers.base import propose_samples
 from agent.state import RunState, restore, step
@@ -501,6 +502,8 @@ class Loop:
         rec = self._record(R.Evaluation(iteration=it, role=role, repeat=repeat, source_sha256=sha or None,
                                         baseline=baseline, result=result.to_json(), gpu_s=gpu, wall_s=wall,
                                         session=self.st.session))[0]
+        # the record keeps what this process measured; the loop compares every score against one floor
+        pin_floor(result, self.st.run_floor_us)
         if role in ("seed", "candidate") and sha:
             self.st.results[sha] = result     # the object itself (flags may still be added to it)
         return result, rec.seq
@@ -558,7 +561,7 @@ class Loop:
             series = self.evaluate.measure_ab(self._request(inc_source, False), source)
             self.st.used = self.st.used.plus(gpu_s=series.wall_s)
             decision = one_worker_decision(series, self.plan.shapes, self.plan.hardware, self.plan.op,
-                                           self.cfg.acceptance)
+                                           self.cfg.acceptance, floor_us=self.st.run_floor_us)
             if decision.accept:
                 fresh, _ = self._evaluate(source, sha, "ab_confirm", it, False, 1, private=True)
                 confirmed = self.score(fresh) if fresh.accepted else None
@@ -708,6 +711,8 @@ class Loop:
         title = f"{self.plan.op} [{self.plan.shape_set}] {self.run_id}: {before} vs final"
         if st.interpreter:
             title += " (interpreter: timings are not scores)"
+        elif st.run_floor_us:
+            title += f"; both scored with the run's T_floor {st.run_floor_us:.2f} us"
         if rows:
             self.progress.console.print(summary_table(rows, title))
         self.progress.message(f"stopped: {reason}. " + (f"Kernel: {self.run_dir / 'best.py'}" if st.incumbent_sha

@@ -17,6 +17,7 @@ from typing import Callable, Iterable
 from agent.budget import BudgetUsed
 from agent.memory import Memory
 from agent.records import Accepted, Dropout, Evaluation, Iteration, Resume, RunEnd, RunRecord, RunStart, parse
+from agent.run_floor import measured_floor_us, pin_floor
 from agent.types import IterationRecord
 from sandbox.verdict import EvalResult
 
@@ -46,6 +47,8 @@ class RunState:
     history: list = field(default_factory=list)    # every Iteration record, in order (for proposers)
     session: int = 1                   # 1 for the first process of a run, +1 per --resume
     interpreter: bool = False
+    run_floor_us: float | None = None  # the T_floor every compared score uses: the first one recorded
+                                       # (agent/run_floor.py)
     ended: RunEnd | None = None
     clock: float = field(default_factory=time.monotonic)
 
@@ -60,8 +63,10 @@ def step(st: RunState, rec: RunRecord, source: SourceOf | None = None) -> RunSta
         _snapshot(st, rec.used)
     elif isinstance(rec, Evaluation):
         st.used = st.used.plus(gpu_s=rec.gpu_s)
+        if st.run_floor_us is None:
+            st.run_floor_us = measured_floor_us(rec.eval_result())
         if rec.full:
-            result = rec.eval_result()
+            result = pin_floor(rec.eval_result(), st.run_floor_us)
             if rec.source_sha256:
                 st.results[rec.source_sha256] = result
             if rec.role == "seed":

@@ -1,0 +1,50 @@
+"""The latency floor each evaluation of a run read, by role: how far apart a run's processes measure it.
+
+    python -m agent.studies.run_floors HOME/audit.db [...]
+
+Every sandbox evaluation measures T_floor in its own worker; before agent/run_floor.py the loop compared scores
+computed with those floors, so the spread printed here was noise in every screen. Reads the trail only.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import statistics
+import sys
+
+
+def floors_by_role(db_path: str) -> dict[str, list[float]]:
+    """role -> the floor (us) of each timed evaluation, in trail order."""
+    out: dict[str, list[float]] = {}
+    with sqlite3.connect(db_path) as db:
+        for (body,) in db.execute("SELECT body FROM records WHERE kind = 'evaluation' ORDER BY seq"):
+            ev = json.loads(body)
+            floors = [s["t_floor_us"] for s in (ev.get("result") or {}).get("shapes", [])
+                      if s.get("t_floor_us") and not s.get("holdout")]
+            if floors:
+                out.setdefault(ev.get("role") or "?", []).append(float(floors[0]))
+    return out
+
+
+def line(name: str, floors: list[float]) -> str:
+    if len(floors) == 1:
+        return f"{name} {floors[0]:.2f}"
+    return (f"{name} n={len(floors)} min {min(floors):.2f} median {statistics.median(floors):.2f} "
+            f"max {max(floors):.2f}")
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    for path in argv:
+        roles = floors_by_role(path)
+        if not roles:
+            print(f"{path}: no timed evaluation (an interpreter run?)")
+            continue
+        print(f"{path}: " + "; ".join(line(role, f) for role, f in roles.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
