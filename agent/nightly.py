@@ -6,7 +6,8 @@ configs/nightly.yaml:
       - {op: rms_norm, shape_set: decode, iterations: 40}
     overrides: []                    # -c key=value for every run (after the command line's own -c)
     continue_from_previous: true     # start each operator from the previous night's final kernel
-    regression_tolerance: 0.01       # a final S_i this far below last night's counts as a regression
+    regression_tolerance: 0.01       # a final S_i this far below last night's counts as a regression (last
+                                     # night's final kernel scored from its times on this night's floor)
     weights: traced.json             # optional: a weights file (aka weights --from-trace) for every run's shape
                                      # weights and the summary's w_i (`aka nightly --weights` overrides it)
 
@@ -190,10 +191,35 @@ def _first_score(run) -> float | None:
     return next((p.score for p in run.iterations if p.accepted), None)
 
 
+def final_times(final) -> dict[str, float] | None:
+    """The final kernel's time (us) at each visible shape, for the next night's comparison; None untimed."""
+    if final is None or final.interpreter:
+        return None
+    times = {r.id: r.t_us for r in final.visible_shapes() if r.t_us is not None and r.error is None}
+    return times or None
+
+
+def previous_on_this_floor(prev: dict, final) -> tuple[float | None, bool]:
+    """Last night's final S_i, rescored from its times on tonight's T_roof and T_floor (True) where it recorded
+    a time at every shape tonight's final kernel was timed on; else its S_i as recorded (False). A decode
+    shape's attainment is T_floor / T, and two nights' processes read floors up to 10% apart (more with an
+    outlier: agent/run_floor.py), so comparing S_i as recorded flags a regression that is the floor's."""
+    from benchmarks.scoring import operator_score, score_shape
+    recorded = prev.get("s_i_after")
+    times = prev.get("t_us_after") or {}
+    rows = final.visible_shapes() if final is not None and not final.interpreter else []
+    if not rows or any(r.id not in times or r.t_roof_us is None or not r.t_floor_us for r in rows):
+        return recorded, False
+    scores = [score_shape(r.id, r.weight, float(times[r.id]) * 1e-6, r.t_roof_us * 1e-6, r.t_floor_us * 1e-6)
+              for r in rows]
+    return operator_score(scores), True
+
+
 def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dict | None, home: Path,
               weights=None) -> dict:
     """What improved by how much, what regressed against the previous night, S_agg before and after.
     `weights` (benchmarks.weights_file.WeightsFile): each operator's w_i from it, else from its shape set."""
+    from agent.run_floor import measured_floor_us
     from agent.suite import shape_set_weights
     from benchmarks.registry import load_operator
     from benchmarks.scoring import aggregate
@@ -212,8 +238,9 @@ def summarize(state: NightState, reports: dict, plan: NightlyPlan, previous: dic
                         "interpreter": run.interpreter, "end": run.end_reason,
                         "kernel_path": str(home / "runs" / run.run_id / "best.py")})
             row["improvement"] = (final_si - seed_si) if final_si is not None and seed_si is not None else None
-            prev = prev_ops.get(job.op, {}).get("s_i_after")
-            row["s_i_previous_night"] = prev
+            row["t_us_after"], row["t_floor_us"] = final_times(run.final), measured_floor_us(run.final)
+            prev, rescored = previous_on_this_floor(prev_ops.get(job.op, {}), run.final)
+            row["s_i_previous_night"], row["previous_night_rescored"] = prev, rescored
             row["regressed"] = bool(prev is not None and final_si is not None
                                     and final_si < prev - plan.regression_tolerance)
         rows.append(row)
@@ -253,7 +280,12 @@ def summary_markdown(s: dict) -> str:
         out.append(f"| {r['op']} | {r['shape_set']} | {r['run_id'] or '-'} | {r['status']} | "
                    f"{r.get('iterations', '-')} | {r.get('accepted', '-')} | {_f(r.get('s_i_before'))} | "
                    f"{_f(r.get('s_i_after'))} | {_f(r.get('improvement'), '+.3f')} | "
-                   f"{_f(r.get('s_i_previous_night'))} | {'yes' if r.get('regressed') else ''} |")
+                   f"{_f(r.get('s_i_previous_night'))}{'*' if r.get('previous_night_rescored') else ''} | "
+                   f"{'yes' if r.get('regressed') else ''} |")
     out += ["", f"Improved: {', '.join(s['improved']) or 'none'}. Regressed: {', '.join(s['regressed']) or 'none'}. "
-                f"Failed: {', '.join(s['failed']) or 'none'}.", "", "Report: report/index.html"]
+                f"Failed: {', '.join(s['failed']) or 'none'}."]
+    if any(r.get("previous_night_rescored") for r in s["operators"]):
+        out += ["", "\\* the previous night's final kernel scored from its recorded times on this night's T_roof "
+                    "and T_floor (each night's processes measure their own floor)."]
+    out += ["", "Report: report/index.html"]
     return "\n".join(out) + "\n"

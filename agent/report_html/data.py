@@ -111,6 +111,7 @@ def run_report(audit, run_id: str, weights=None) -> RunReport:
     per-shape attainments under those weights."""
     from benchmarks.weights_file import reweighted_score
     from agent.audit import AuditError
+    from agent.run_floor import measured_floor_us, pin_floor
     from benchmarks.registry import load_operator
     records = audit.records(run_id)
     of = lambda kind: [r for r in records if r.kind == kind]   # noqa: E731
@@ -145,14 +146,21 @@ def run_report(audit, run_id: str, weights=None) -> RunReport:
 
     baselines = {r.body["role"].split(":", 1)[1]: EvalResult.from_json(r.body["result"])
                  for r in of("evaluation") if str(r.body.get("role", "")).startswith("baseline:")}
+    # seed, final and baselines on the one floor the run compared everything with (agent/run_floor.py), not
+    # each on the floor its own process read
+    floor = next((f for f in (measured_floor_us(EvalResult.from_json(r.body["result"])) for r in of("evaluation"))
+                  if f is not None), None)
+    seed_result = pin_floor(evaluation(0, roles=("seed",)), floor)
+    final_result = pin_floor(evaluation(final_iteration, final["source_sha256"]), floor) if final else None
+    for b in baselines.values():
+        pin_floor(b, floor)
     ends = of("run_end")
     seed_sha = start.get("seed_source_sha256")
     return RunReport(
         run_id=run_id, op=start["op"], shape_set=start.get("shape_set", ""), proposer=start.get("proposer", ""),
         model=start.get("model"), started=starts[0].ts, end_reason=ends[-1].body.get("reason") if ends else None,
         hardware=hw, bandwidth_tbs=float(hw.get("bandwidth_tbs", 0.0)), shapes=shapes,
-        seed=evaluation(0, roles=("seed",)),
-        final=evaluation(final_iteration, final["source_sha256"]) if final else None,
+        seed=seed_result, final=final_result,
         final_iteration=final_iteration, final_sha=final["source_sha256"] if final else None,
         iterations=tuple(points), dropouts=tuple(int(d.body["iteration"]) for d in of("dropout")),
         decision=decisions.get(final_iteration, {}) if final and not final.get("seed") else {},

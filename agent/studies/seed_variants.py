@@ -400,7 +400,8 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("w32", {"by_block_h.8192.num_warps": 32}),
         ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
         # what `aka optimize`'s search accepted on an H100 (2026-12-07, session 36): score 1.018x the seed's in
-        # 30 paired rounds (p = 0.0001); the two changes above together
+        # 30 paired rounds (p = 0.0001); the two changes above together. Apart, in 9 paired rounds on that H100:
+        # w16 0.96-0.99 of the seed's time at decode, pdl 1.01-1.02 (benchmarks/results/session36_h100.md)
         ("w16_pdl", {"by_block_h.8192.num_warps": 16, "PDL": 1}),
     ],
     # decode (one new token per sequence): the 64-bit-word kernel (PACKED, 2026-12-04) against the element-wise

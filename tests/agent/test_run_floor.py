@@ -153,3 +153,12 @@ def test_run_floors_reads_each_evaluations_floor_from_a_real_trail(tmp_path, cap
     out = capsys.readouterr().out
     assert "seed 1.50;" in out and "candidate 1.00;" in out and "ab_candidate n=3 min 1.00" in out
     assert main([]) == 2
+
+
+def test_the_runs_report_shows_seed_final_and_baselines_on_the_runs_floor(tmp_path):
+    from agent.report_html.data import run_report
+    loop, audit = make_loop(tmp_path / "home", [FASTER], NoisyFloors())
+    loop.run()
+    rep = run_report(audit, "run-1")
+    assert rep.seed.s_i == pytest.approx(0.5) and rep.final.s_i == pytest.approx(1.5 / 2.7)   # raw: 1.0 / 2.7
+    assert rep.baselines and all(row.t_floor_us == 1.5 for b in rep.baselines.values() for row in b.visible_shapes())
