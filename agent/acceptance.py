@@ -39,8 +39,9 @@ accepts anything, so it cannot be used to sneak a candidate in.
 
 Timing first (`acceptance.timing_first`, "auto": the offline search on a GPU). The same screen, one step
 earlier: the candidate is timed alone (its attribution gate included, no correctness or hold-out trials,
-which are most of a full evaluation) and compared with the incumbent timed the same way, once per
-incumbent. A clearly slower candidate stops there (rule "timed-screen"); one that fails a gate of that
+which are most of a full evaluation) and compared with the incumbent timed the same way: the median of its
+timings, taken when it became the incumbent and again after every `acceptance.screen_bar_every` screens.
+A clearly slower candidate stops there (rule "timed-screen"); one that fails a gate of that
 evaluation is rejected at the gate; every other candidate gets the full evaluation, every gate, and then
 the screen and the A/B above. Nothing reaches acceptance without every gate.
 

@@ -85,6 +85,11 @@ class AcceptanceConfig:
     (most of its moves are slower, and the trials are most of a full evaluation), "always", or "never"
     (every candidate gets the full evaluation first; an LLM's broken kernel is then told its correctness
     failure, not that it was slow). A candidate that passes the screen gets every gate before acceptance."""
+    screen_bar_every: int = 8
+    """The screens' bar is the median of the incumbent's own timing-only evaluations, and the incumbent is timed
+    alone again after this many screens against it (0: once per incumbent). One kernel's decode times read up to
+    3-8% apart between two processes (an H100, session 36), so a bar timed once puts every screen of that
+    incumbent that far ahead or behind for its whole life."""
     winner_holdouts: bool = True
     """Candidates' hidden hold-outs are drawn at the model sizes of the scored shapes, and a winner, before it
     becomes the incumbent, is checked once more on hold-outs drawn at every published shape of the operator
@@ -259,6 +264,7 @@ _RANGES = (
     ("acceptance.repeats", 1, None, True, "give at least 1 A/B pair (3 or more tell a gain from noise)"),
     ("acceptance.min_gain", 0, None, True, "give a margin >= 0, e.g. 0.0"),
     ("acceptance.screen_margin", 0, None, True, "give a fraction >= 0, e.g. 0.005"),
+    ("acceptance.screen_bar_every", 0, None, True, "give 0 (time the incumbent once) or a number of screens, e.g. 8"),
     ("knowledge.k", 0, None, True, "give 0 or more snippets"),
     ("knowledge.token_budget", 0, None, True, "give 0 or more tokens"),
 )

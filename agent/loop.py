@@ -184,8 +184,10 @@ class Loop:
         self.final_proposal = False
         self.last_lesson = ""
         self.gave_up = False
-        self._timed_for: str | None = None         # the incumbent whose timing-only score _timed_score is
-        self._timed_score: float | None = None
+        self._timed_for: str | None = None         # the incumbent whose timing-only scores _bar holds
+        self._bar: list[float] = []                # (the screens' bar is their median)
+        self._bar_failed = False                   # its first timing failed: no screens for this incumbent
+        self._screens_since_bar = 0
         self._confirmed: dict[str, float] = {}     # sha -> score of its fresh-process confirmation (timing only)
         self._round_gpu: list[float] = []           # GPU seconds of each round of this session (the forecast)
 
@@ -279,6 +281,7 @@ class Loop:
         bar = self._incumbent_timed(it)
         if bar is None:
             return None
+        self._screens_since_bar += 1
         light, _ = self._evaluate(source, sha, "screen", it, full=False)
         if not light.accepted:
             return light, Decision(False, RULE_GATE, f"rejected at {light.failed_stage or 'sandbox'} (timed first)")
@@ -293,17 +296,26 @@ class Loop:
         return light, Decision(False, RULE_TIMED_SCREEN, why, candidate=decision.candidate)
 
     def _incumbent_timed(self, it: int) -> float | None:
-        """The incumbent's score from a timing-only evaluation like the candidates' (like against like),
-        measured once per incumbent; an accepted winner's is its fresh-process confirmation's."""
+        """The screens' bar: the median of the incumbent's scores from timing-only evaluations like the
+        candidates' (like against like). An accepted winner's fresh-process confirmation is its first; the
+        incumbent is timed alone again after every `acceptance.screen_bar_every` screens, so one lucky or
+        unlucky process does not set the bar for the incumbent's whole life. None: its timing failed."""
         st = self.st
         if self._timed_for != st.incumbent_sha:
-            if st.incumbent_sha in self._confirmed:   # its confirmation was such an evaluation: no second one
-                score = self._confirmed[st.incumbent_sha]
+            self._timed_for, self._bar, self._bar_failed = st.incumbent_sha, [], False
+            self._screens_since_bar = 0
+            if st.incumbent_sha in self._confirmed:   # its confirmation was such an evaluation
+                self._bar.append(self._confirmed[st.incumbent_sha])
+        every = self.cfg.acceptance.screen_bar_every
+        if not self._bar_failed and (not self._bar or (every > 0 and self._screens_since_bar >= every)):
+            res, _ = self._evaluate(st.incumbent_source, st.incumbent_sha, "screen_incumbent", it, full=False)
+            score = self.score(res) if res.accepted else None
+            if score is None:
+                self._bar_failed = not self._bar      # no bar at all: candidates get their full evaluation
             else:
-                res, _ = self._evaluate(st.incumbent_source, st.incumbent_sha, "screen_incumbent", it, full=False)
-                score = self.score(res) if res.accepted else None
-            self._timed_for, self._timed_score = st.incumbent_sha, score
-        return self._timed_score
+                self._bar.append(score)
+            self._screens_since_bar = 0
+        return statistics.median(self._bar) if self._bar else None
 
     def _count_raises(self, proposals: list[Proposal]) -> None:
         """Stop the run (a fatal proposer error) after PROPOSER_RAISE_LIMIT proposals in a row that raised."""
