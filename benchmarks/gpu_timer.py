@@ -327,6 +327,19 @@ def pdl_available() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 9
 
 
+def floor_parts_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES) -> dict[str, float | None]:
+    """The floor kernel's time launched plainly and under PDL (None without PDL, or should its launch fail),
+    in seconds: the score's floor is the lesser, and both are kept so a run's trail can say which one moved
+    (agent/run_floor.py: processes of one run read 0.98-1.66 us)."""
+    plain = measure_floor_s(reps, flush_bytes, pdl=False)
+    if not pdl_available():
+        return {"plain": plain, "pdl": None}
+    try:
+        return {"plain": plain, "pdl": measure_floor_s(reps, flush_bytes, pdl=True)}
+    except Exception:  # noqa: BLE001 - a triton or driver without PDL: the plain floor
+        return {"plain": plain, "pdl": None}
+
+
 def measure_floor_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES, pdl: bool | None = None) -> float:
     """T_floor in seconds: the floor kernel timed exactly as a candidate is (graph replay, L2 cold, median).
     pdl=False: launched plainly; True: with programmatic dependent launch (floor_call_pdl); None (the score's):
@@ -334,13 +347,7 @@ def measure_floor_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES, pdl: bool | 
     kernel ahead of it ends, and the floor is the least time any kernel can take here. Should the PDL launch
     fail, the plain floor stands."""
     if pdl is None:
-        plain = measure_floor_s(reps, flush_bytes, pdl=False)
-        if not pdl_available():
-            return plain
-        try:
-            return min(plain, measure_floor_s(reps, flush_bytes, pdl=True))
-        except Exception:  # noqa: BLE001 - a triton or driver without PDL: the plain floor
-            return plain
+        return min(t for t in floor_parts_s(reps, flush_bytes).values() if t is not None)
     call = floor_call_pdl if pdl else floor_call
     sets = floor_input_sets()
     flush = make_flush_buffer(flush_bytes)

@@ -52,7 +52,11 @@ class GpuGates:
         self.stage, self.activity = "timing", "measuring the latency floor"
         with self._timed("floor"):
             w.send({"kind": "floor"})
-            floor_s = float(self._expect(w, "floor")[0]["t_floor_s"])
+            reply = self._expect(w, "floor")[0]
+            floor_s = float(reply["t_floor_s"])
+        # both launches' floors, for the trail: which one moved when processes disagree (agent/run_floor.py)
+        self.result.environment["floor_us"] = {k: None if v is None else v * 1e6
+                                               for k, v in (reply.get("parts_s") or {}).items()}
         for index, (shape, row) in enumerate(zip(shapes, rows)):
             self.stage, self.activity = "timing", f"timing shape {shape.id}"
             replay_seed = cx.derive_seed(self.base_seed, "replay", shape.id) if self.req.correctness else None

@@ -150,6 +150,12 @@ def measure_floor(reps: int = 50) -> float:
     return gpu_timer.measure_floor_s(reps)
 
 
+def measure_floor_parts(reps: int = 50) -> dict[str, float | None]:
+    """The floor launched plainly and under PDL, seconds (benchmarks/gpu_timer.py floor_parts_s); T_floor is
+    the lesser."""
+    return gpu_timer.floor_parts_s(reps)
+
+
 # ---------------------------------------------------------------- profiler attribution
 
 def is_candidate_kernel(name: str, kernel_names: Iterable[str]) -> bool:

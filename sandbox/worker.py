@@ -385,8 +385,10 @@ class Worker:
         self.reply({"kind": "launches", "record": record.to_json()})
 
     def on_floor(self, msg: dict) -> None:
-        from sandbox.timing import measure_floor
-        self.reply({"kind": "floor", "t_floor_s": float(measure_floor())})
+        from sandbox.timing import measure_floor_parts
+        parts = measure_floor_parts()
+        self.reply({"kind": "floor", "t_floor_s": float(min(t for t in parts.values() if t is not None)),
+                    "parts_s": parts})
 
     def on_time(self, msg: dict) -> None:
         from sandbox.timing import time_call

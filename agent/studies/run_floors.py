@@ -13,16 +13,31 @@ import statistics
 import sys
 
 
+def _evaluations(db_path: str):
+    with sqlite3.connect(db_path) as db:
+        for (body,) in db.execute("SELECT body FROM records WHERE kind = 'evaluation' ORDER BY seq"):
+            yield json.loads(body)
+
+
 def floors_by_role(db_path: str) -> dict[str, list[float]]:
     """role -> the floor (us) of each timed evaluation, in trail order."""
     out: dict[str, list[float]] = {}
-    with sqlite3.connect(db_path) as db:
-        for (body,) in db.execute("SELECT body FROM records WHERE kind = 'evaluation' ORDER BY seq"):
-            ev = json.loads(body)
-            floors = [s["t_floor_us"] for s in (ev.get("result") or {}).get("shapes", [])
-                      if s.get("t_floor_us") and not s.get("holdout")]
-            if floors:
-                out.setdefault(ev.get("role") or "?", []).append(float(floors[0]))
+    for ev in _evaluations(db_path):
+        floors = [s["t_floor_us"] for s in (ev.get("result") or {}).get("shapes", [])
+                  if s.get("t_floor_us") and not s.get("holdout")]
+        if floors:
+            out.setdefault(ev.get("role") or "?", []).append(float(floors[0]))
+    return out
+
+
+def launch_floors(db_path: str) -> dict[str, list[float]]:
+    """"plain" / "pdl" -> the floor kernel's time (us) launched each way, from every evaluation that kept both
+    (sandbox/gpu_gates.py, since 2026-12-07); the score's floor is the lesser of a pair."""
+    out: dict[str, list[float]] = {}
+    for ev in _evaluations(db_path):
+        for kind, us in (((ev.get("result") or {}).get("environment") or {}).get("floor_us") or {}).items():
+            if us is not None:
+                out.setdefault(kind, []).append(float(us))
     return out
 
 
@@ -43,6 +58,10 @@ def main(argv: list[str]) -> int:
             print(f"{path}: no timed evaluation (an interpreter run?)")
             continue
         print(f"{path}: " + "; ".join(line(role, f) for role, f in roles.items()))
+        launches = launch_floors(path)
+        if launches:
+            print("  the floor kernel launched " + "; ".join(line(kind, launches[kind]) for kind in
+                                                             sorted(launches, key=lambda k: (k != "plain", k))))
     return 0
 
 

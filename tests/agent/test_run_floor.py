@@ -155,6 +155,24 @@ def test_run_floors_reads_each_evaluations_floor_from_a_real_trail(tmp_path, cap
     assert main([]) == 2
 
 
+def test_run_floors_reports_both_launches_of_the_floor_kernel_where_kept(tmp_path, capsys):
+    from agent.studies.run_floors import launch_floors, main
+
+    class KeepsParts(NoisyFloors):
+        def __call__(self, req):
+            r = super().__call__(req)
+            r.environment["floor_us"] = {"plain": measured_floor_us(r), "pdl": 1.7}
+            return r
+
+    loop, audit = make_loop(tmp_path / "home", [FASTER], KeepsParts())
+    loop.run()
+    parts = launch_floors(str(audit.path))
+    assert set(parts["plain"]) == {1.5, 1.0} and set(parts["pdl"]) == {1.7}
+    capsys.readouterr()
+    main([str(audit.path)])
+    assert "the floor kernel launched plain n=" in capsys.readouterr().out
+
+
 def test_the_runs_report_shows_seed_final_and_baselines_on_the_runs_floor(tmp_path):
     from agent.report_html.data import run_report
     loop, audit = make_loop(tmp_path / "home", [FASTER], NoisyFloors())
