@@ -9,7 +9,8 @@ read a floor of 1.05 us and the incumbent's 1.66, and the screen rejected it; th
 noise. So the run pins one floor, the first one its trail records (the seed's evaluation, or the first kernel
 written from the reference), and rescores every result it compares, scores or shows with it. The evaluation
 records keep what each process measured; `pin_floor` changes only the loop's copy, and a resumed run pins the
-same floor again from the same first record (agent/state.py).
+same floor again from the same first record (agent/state.py). It also keeps the floor out of a candidate's
+hands: the floor that scaled a candidate's score was measured in the worker that had loaded the candidate.
 """
 from __future__ import annotations
 
