@@ -6,16 +6,25 @@ of the kernel, but its measurement moves from process to process: in session 36'
 rms_norm_quant_fp8, 66 screens) it read 0.98-1.66 us. Compared as measured, a candidate faster on every shape
 (2.64 / 2.74 / 4.96 us against 2.82 / 3.22 / 5.02) scored 0.639 against the incumbent's 0.683 because its process
 read a floor of 1.05 us and the incumbent's 1.66, and the screen rejected it; the search's model learned the same
-noise. So the run pins one floor, the first one its trail records (the seed's evaluation, or the first kernel
-written from the reference), and rescores every result it compares, scores or shows with it. The evaluation
-records keep what each process measured; `pin_floor` changes only the loop's copy, and a resumed run pins the
-same floor again from the same first record (agent/state.py). It also keeps the floor out of a candidate's
-hands: the floor that scaled a candidate's score was measured in the worker that had loaded the candidate.
+noise. So the run pins one floor, the first one a trusted evaluation records (the seed's, or in a
+--from-reference run the first baseline's: `trusted`), and rescores every result it
+compares, scores or shows with it. The evaluation records keep what each process measured; `pin_floor` changes
+only the loop's copy, and a resumed run pins the same floor again from the same record. It also keeps the floor
+out of a candidate's hands: the floor that scaled a candidate's score was measured in the worker that had loaded
+the candidate.
 """
 from __future__ import annotations
 
 from benchmarks.scoring import EmptyShapeSet, operator_score, score_shape, weighted_attainment
 from sandbox.verdict import EvalResult
+
+
+def trusted(role: str) -> bool:
+    """Whether an evaluation of this role may set the run's floor: the seed (the user's kernel) and aka's own
+    baselines, never a candidate, whose module is loaded in the worker that measures the floor. In a
+    --from-reference run the baselines are timed beside the first kernel that passes every gate; until then
+    each result keeps its own floor (there is no incumbent to compare with yet)."""
+    return role == "seed" or role.startswith("baseline:")
 
 
 def measured_floor_us(result: EvalResult | None) -> float | None:

@@ -180,3 +180,20 @@ def test_the_runs_report_shows_seed_final_and_baselines_on_the_runs_floor(tmp_pa
     rep = run_report(audit, "run-1")
     assert rep.seed.s_i == pytest.approx(0.5) and rep.final.s_i == pytest.approx(1.5 / 2.7)   # raw: 1.0 / 2.7
     assert rep.baselines and all(row.t_floor_us == 1.5 for b in rep.baselines.values() for row in b.visible_shapes())
+
+
+def test_a_candidates_process_never_sets_the_runs_floor():
+    """In a --from-reference run the first timed evaluations are written by the proposer; the run's floor waits for
+    a trusted process (the seed's or a baseline's), and then the results stored before it are rescored on it."""
+    from agent.state import fold
+
+    def evaluation(role, result, sha=None):
+        return R.Evaluation(iteration=1, role=role, repeat=0, source_sha256=sha, baseline=None,
+                            result=result.to_json(), gpu_s=1.0, wall_s=1.0, session=1)
+
+    st = fold([evaluation("candidate", timed({"dec-a": 2.0, "dec-b": 2.0}, 1.0), "a" * 64)])
+    assert st.run_floor_us is None and st.results["a" * 64].shapes[0].attainment == pytest.approx(0.5)
+    st = fold([evaluation("baseline:eager", timed({"dec-a": 9.0, "dec-b": 9.0}, 1.6))], state=st)
+    assert st.run_floor_us == 1.6 and st.results["a" * 64].shapes[0].attainment == pytest.approx(0.8)
+    st = fold([evaluation("screen", timed({"dec-a": 2.0, "dec-b": 2.0}, 0.5))], state=st)
+    assert st.run_floor_us == 1.6
