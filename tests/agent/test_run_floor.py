@@ -59,7 +59,7 @@ class NoisyFloors:
         return timed({s.id: 2.7 for s in SHAPES}, 1.0)
 
 
-def make_loop(home: Path, candidates: list[str], evaluate, run_id: str = "run-1"):
+def make_loop(home: Path, candidates: list[str], evaluate, run_id: str = "run-1", extra: tuple = ()):
     from agent.proposers.scripted import ScriptedProposer
     files = []
     for k, text in enumerate(candidates):
@@ -67,7 +67,7 @@ def make_loop(home: Path, candidates: list[str], evaluate, run_id: str = "run-1"
         path.write_text(text)
         files.append(str(path))
     cfg = load_config(None, [f"home={home}", "knowledge.enabled=false", "acceptance.repeats=3",
-                             "acceptance.winner_holdouts=false"])
+                             "acceptance.winner_holdouts=false", *extra])
     audit = Audit(cfg.audit_db)
     plan = RunPlan(op=OP, shape_set="test", shapes=SHAPES, hardware=load_hardware("h200"), seed_source=SEED,
                    seed_path="seed.py", limits=BudgetLimits(iterations=len(candidates) + 1), rng_seed=3)
@@ -197,3 +197,17 @@ def test_a_candidates_process_never_sets_the_runs_floor():
     assert st.run_floor_us == 1.6 and st.results["a" * 64].shapes[0].attainment == pytest.approx(0.8)
     st = fold([evaluation("screen", timed({"dec-a": 2.0, "dec-b": 2.0}, 0.5))], state=st)
     assert st.run_floor_us == 1.6
+
+
+def test_rescreen_replays_a_trails_screens_on_the_runs_floor(tmp_path, capsys):
+    """The trail keeps each process's floor, so a run recorded before the fix can be replayed: the candidate's
+    screen fails as recorded (1.0 / 2.7 against the bar's 1.5 / 3.0) and passes on the seed's floor."""
+    from agent.studies.rescreen import main, replay
+    loop, audit = make_loop(tmp_path / "home", [FASTER], NoisyFloors(), extra=("acceptance.timing_first=always",))
+    loop.run()
+    (row,) = replay(str(audit.path))
+    assert (row["screens"], row["passed_as_recorded"], row["passed_on_run_floor"]) == (1, 0, 1)
+    assert row["screened_out_only_as_recorded"] == 1 and row["passed_only_as_recorded"] == 0
+    assert row["run_floor_us"] == 1.5
+    capsys.readouterr()
+    assert main([str(audit.path)]) == 0 and "| run-1 | 1 | 0 | 1 | 1 | 0 | 1.50 | 1.50 |" in capsys.readouterr().out
