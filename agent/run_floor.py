@@ -6,14 +6,19 @@ of the kernel, but its measurement moves from process to process: in session 36'
 rms_norm_quant_fp8, 66 screens) it read 0.98-1.66 us. Compared as measured, a candidate faster on every shape
 (2.64 / 2.74 / 4.96 us against 2.82 / 3.22 / 5.02) scored 0.639 against the incumbent's 0.683 because its process
 read a floor of 1.05 us and the incumbent's 1.66, and the screen rejected it; the search's model learned the same
-noise. So the run pins one floor, the first one a trusted evaluation records (the seed's, or in a
---from-reference run the first baseline's: `trusted`), and rescores every result it
-compares, scores or shows with it. The evaluation records keep what each process measured; `pin_floor` changes
-only the loop's copy, and a resumed run pins the same floor again from the same record. It also keeps the floor
-out of a candidate's hands: the floor that scaled a candidate's score was measured in the worker that had loaded
-the candidate.
+noise. So the run pins one floor and rescores every result it compares, scores or shows with it: the median of
+the floors that the trusted evaluations of its first trusted iteration measured (`RunFloor`: the seed and the
+baselines timed beside it, or in a --from-reference run the baselines timed beside the first kernel that passes
+every gate). About one process in ten read near 1.0 us in those runs, so one measurement alone would put a whole
+run's attainments a third low now and then; the median of the seed's and two baselines' needs two such outliers.
+The evaluation records keep what each process measured; `pin_floor` changes only the loop's copy, and a resumed
+run pins the same floor again from the same records. (The seed's own iteration record is written before its
+baselines run, so its score there is on the seed's floor alone; the results the loop compares are rescored.) It also keeps the floor out of a candidate's hands: the
+floor that scaled a candidate's score was measured in the worker that had loaded the candidate.
 """
 from __future__ import annotations
+
+import statistics
 
 from benchmarks.scoring import EmptyShapeSet, operator_score, score_shape, weighted_attainment
 from sandbox.verdict import EvalResult
@@ -25,6 +30,32 @@ def trusted(role: str) -> bool:
     --from-reference run the baselines are timed beside the first kernel that passes every gate; until then
     each result keeps its own floor (there is no incumbent to compare with yet)."""
     return role == "seed" or role.startswith("baseline:")
+
+
+class RunFloor:
+    """The run's floor as its records arrive (agent/state.py folds them; agent/report_html/data.py reads them):
+    `offer` each evaluation in trail order; `floor_us` is the median of the floors the trusted evaluations of
+    the first trusted iteration that measured one recorded (None before any)."""
+
+    def __init__(self) -> None:
+        self.iteration: int | None = None
+        self.floors: list[float] = []
+
+    def offer(self, role: str, iteration: int, result: EvalResult | None) -> bool:
+        """Take one evaluation; True when the run's floor changed (the stored results need pinning again)."""
+        if not trusted(role) or (self.iteration is not None and iteration != self.iteration):
+            return False
+        floor = measured_floor_us(result)
+        if floor is None:
+            return False
+        self.iteration = iteration
+        before = self.floor_us
+        self.floors.append(floor)
+        return self.floor_us != before
+
+    @property
+    def floor_us(self) -> float | None:
+        return float(statistics.median(self.floors)) if self.floors else None
 
 
 def measured_floor_us(result: EvalResult | None) -> float | None:

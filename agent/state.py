@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 from agent.budget import BudgetUsed
 from agent.memory import Memory
 from agent.records import Accepted, Dropout, Evaluation, Iteration, Resume, RunEnd, RunRecord, RunStart, parse
-from agent.run_floor import measured_floor_us, pin_floor, trusted
+from agent.run_floor import RunFloor, pin_floor, trusted
 from agent.types import IterationRecord
 from sandbox.verdict import EvalResult
 
@@ -47,10 +47,14 @@ class RunState:
     history: list = field(default_factory=list)    # every Iteration record, in order (for proposers)
     session: int = 1                   # 1 for the first process of a run, +1 per --resume
     interpreter: bool = False
-    run_floor_us: float | None = None  # the T_floor every compared score uses: the first one a trusted
-                                       # evaluation recorded (agent/run_floor.py)
+    run_floor: RunFloor = field(default_factory=RunFloor)   # the T_floor every compared score uses
+                                                            # (agent/run_floor.py)
     ended: RunEnd | None = None
     clock: float = field(default_factory=time.monotonic)
+
+    @property
+    def run_floor_us(self) -> float | None:
+        return self.run_floor.floor_us
 
 
 def step(st: RunState, rec: RunRecord, source: SourceOf | None = None) -> RunState:
@@ -63,8 +67,9 @@ def step(st: RunState, rec: RunRecord, source: SourceOf | None = None) -> RunSta
         _snapshot(st, rec.used)
     elif isinstance(rec, Evaluation):
         st.used = st.used.plus(gpu_s=rec.gpu_s)
-        if trusted(rec.role):
-            _pin_run_floor(st, rec)
+        if trusted(rec.role) and st.run_floor.offer(rec.role, rec.iteration, rec.eval_result()):
+            for result in st.results.values():     # stored before (or on) the floor it had: rescored on this one
+                pin_floor(result, st.run_floor_us)
         if rec.full:
             result = pin_floor(rec.eval_result(), st.run_floor_us)
             if rec.source_sha256:
@@ -90,17 +95,6 @@ def step(st: RunState, rec: RunRecord, source: SourceOf | None = None) -> RunSta
         st.ended = rec
         _snapshot(st, rec.used)
     return st
-
-
-def _pin_run_floor(st: RunState, rec: Evaluation) -> None:
-    """The run's floor from the first trusted evaluation that measured one (agent/run_floor.py), and every
-    result stored before it (a --from-reference run's first kernels) rescored on it."""
-    if st.run_floor_us is not None:
-        return
-    st.run_floor_us = measured_floor_us(rec.eval_result())
-    if st.run_floor_us is not None:
-        for result in st.results.values():
-            pin_floor(result, st.run_floor_us)
 
 
 def _snapshot(st: RunState, used: BudgetUsed) -> None:

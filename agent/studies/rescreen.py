@@ -1,6 +1,6 @@
 """Replay a recorded run's timed screens on one latency floor: which candidates the screen let through as it
 ran (each score on its own process's floor) and which it lets through with every score on the run's floor
-(agent/run_floor.py), against the same bar (the incumbent's first timing alone) and margin.
+(agent/run_floor.py RunFloor), against the same bar (the incumbent's first timing alone) and margin.
 
     python -m agent.studies.rescreen HOME/audit.db [--margin 0.005]
 
@@ -15,7 +15,7 @@ import sys
 from agent.acceptance import run_score
 from agent.audit import Audit
 from agent.records import Accepted, Evaluation, typed
-from agent.run_floor import measured_floor_us, pin_floor, trusted
+from agent.run_floor import RunFloor, measured_floor_us, pin_floor
 
 
 def replay(db_path: str, margin: float = 0.005) -> list[dict]:
@@ -25,8 +25,10 @@ def replay(db_path: str, margin: float = 0.005) -> list[dict]:
     for run_id in audit.run_ids():
         recs = typed(audit, run_id)
         evals = [r for r in recs if isinstance(r, Evaluation)]
-        floor = next((f for f in (measured_floor_us(e.eval_result()) for e in evals if trusted(e.role))
-                      if f is not None), None)
+        run_floor = RunFloor()
+        for e in evals:
+            run_floor.offer(e.role, e.iteration, e.eval_result())
+        floor = run_floor.floor_us
         first_win = next((r.iteration for r in recs if isinstance(r, Accepted) and not r.seed), None)
         bar_ev = next((e for e in evals if e.role == "screen_incumbent"), None)
         if floor is None or bar_ev is None:

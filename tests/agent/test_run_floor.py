@@ -54,6 +54,8 @@ class NoisyFloors:
 
     def __call__(self, req) -> EvalResult:
         self.calls += 1
+        if req.baseline:                 # aka's own baselines (PyTorch), in processes that read 1.5 us too
+            return timed({s.id: 9.0 for s in SHAPES}, 1.5)
         if req.source == SEED:
             return timed({s.id: 3.0 for s in SHAPES}, 1.5)
         return timed({s.id: 2.7 for s in SHAPES}, 1.0)
@@ -123,7 +125,7 @@ def test_a_resumed_run_pins_the_same_floor_from_its_first_record(tmp_path):
     loop, audit = make_loop(tmp_path / "home", [FASTER], evaluate)
     loop.run()
     st = restore(audit, "run-1")
-    assert st.run_floor_us == 1.5
+    assert st.run_floor_us == 1.5 and st.run_floor.floors == [1.5, 1.5, 1.5]     # the seed's and two baselines'
     assert st.incumbent_result.weighted_attainment == pytest.approx(1.5 / 2.7)
     assert st.seed_result.weighted_attainment == pytest.approx(0.5)
     # every stored candidate result is on the run's floor, whatever its process read
@@ -151,7 +153,8 @@ def test_run_floors_reads_each_evaluations_floor_from_a_real_trail(tmp_path, cap
     capsys.readouterr()
     assert main([str(audit.path)]) == 0
     out = capsys.readouterr().out
-    assert "seed 1.50;" in out and "candidate 1.00;" in out and "ab_candidate n=3 min 1.00" in out
+    assert "seed 1.50;" in out and "baseline:eager 1.50;" in out and "candidate 1.00;" in out
+    assert "ab_candidate n=3 min 1.00" in out
     assert main([]) == 2
 
 
@@ -211,3 +214,20 @@ def test_rescreen_replays_a_trails_screens_on_the_runs_floor(tmp_path, capsys):
     assert row["run_floor_us"] == 1.5
     capsys.readouterr()
     assert main([str(audit.path)]) == 0 and "| run-1 | 1 | 0 | 1 | 1 | 0 | 1.50 | 1.50 |" in capsys.readouterr().out
+
+
+def test_the_runs_floor_is_the_median_of_its_first_trusted_iteration():
+    """One outlier among the seed's and the baselines' floors does not move the run's floor; a trusted
+    evaluation of a later iteration does not either."""
+    from agent.run_floor import RunFloor
+    rf = RunFloor()
+    assert rf.floor_us is None
+    assert not rf.offer("candidate", 0, timed({"dec-a": 2.0, "dec-b": 2.0}, 0.9))        # never a candidate
+    assert rf.offer("seed", 0, timed({"dec-a": 2.0, "dec-b": 2.0}, 1.0)) and rf.floor_us == 1.0
+    assert rf.offer("baseline:eager", 0, timed({"dec-a": 9.0, "dec-b": 9.0}, 1.5)) and rf.floor_us == 1.25
+    assert rf.offer("baseline:compile", 0, timed({"dec-a": 4.0, "dec-b": 4.0}, 1.6)) and rf.floor_us == 1.5
+    assert not rf.offer("baseline:liger", 3, timed({"dec-a": 4.0, "dec-b": 4.0}, 0.9)) and rf.floor_us == 1.5
+    untimed = EvalResult(op=OP, verdict="accepted", shapes=[])
+    fresh = RunFloor()
+    assert not fresh.offer("seed", 0, untimed) and fresh.iteration is None      # an untimed seed leaves it open
+    assert fresh.offer("baseline:eager", 0, timed({"dec-a": 9.0, "dec-b": 9.0}, 1.4)) and fresh.floor_us == 1.4
