@@ -1,0 +1,86 @@
+"""How far apart do fresh processes read the latency floor, launched plainly and under PDL?
+
+    python -m agent.studies.floor_spread --out OUT.json [--processes 12] [--repeats 3]
+
+Session 36's searches (an H100, 2026-12-07) recorded floors of 0.98-1.66 us in one run's evaluations, each a
+fresh worker process; about one in ten read near 1.0 (agent/run_floor.py pins one floor a run since). The score's
+floor is the lesser of the floor kernel launched plainly and under PDL (benchmarks/gpu_timer.floor_parts_s), and
+the trails of that time kept only the lesser. Here each of `--processes` fresh Python processes measures both,
+`--repeats` times in a row, so the table says whether the spread is between processes or within one, and which
+launch carries it. Each process prints one JSON line; this driver collects them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = ("import json, sys; from benchmarks.gpu_timer import floor_parts_s; "
+         "print(json.dumps([{k: (None if v is None else v * 1e6) for k, v in floor_parts_s().items()} "
+         "for _ in range(int(sys.argv[1]))]))")
+
+
+def measure(processes: int, repeats: int, python: str = sys.executable, timeout_s: float = 120.0) -> list[dict]:
+    """One row per process: its `repeats` plain and PDL floors (us), or its error."""
+    rows = []
+    for k in range(processes):
+        try:
+            done = subprocess.run([python, "-c", CHILD, str(repeats)], capture_output=True, text=True,
+                                  timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            rows.append({"process": k, "error": f"no answer in {timeout_s:g} s"})
+            continue
+        if done.returncode != 0:
+            rows.append({"process": k, "error": (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]})
+            continue
+        parts = json.loads(done.stdout.strip().splitlines()[-1])
+        rows.append({"process": k, "plain": [p["plain"] for p in parts], "pdl": [p["pdl"] for p in parts]})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """Per launch: the spread of all readings, of the processes' medians, and the largest spread inside one."""
+    out = {}
+    for kind in ("plain", "pdl"):
+        per = [[x for x in r.get(kind) or [] if x is not None] for r in rows]
+        per = [p for p in per if p]
+        if not per:
+            continue
+        flat = [x for p in per for x in p]
+        medians = [statistics.median(p) for p in per]
+        out[kind] = {"min": min(flat), "median": statistics.median(flat), "max": max(flat),
+                     "process_medians_min": min(medians), "process_medians_max": max(medians),
+                     "widest_within_one_process": max(max(p) - min(p) for p in per)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m agent.studies.floor_spread", description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--processes", type=int, default=12)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.processes < 1 or args.repeats < 1:
+        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1")
+    rows = measure(args.processes, args.repeats)
+    result = {"rows": rows, "summary": summary(rows)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1))
+    for r in rows:
+        if "error" in r:
+            print(f"process {r['process']}: {r['error']}")
+        else:
+            fmt = lambda xs: " ".join("-" if x is None else f"{x:.2f}" for x in xs)   # noqa: E731
+            print(f"process {r['process']}: plain {fmt(r['plain'])} | pdl {fmt(r['pdl'])}")
+    for kind, s in result["summary"].items():
+        print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
+              f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
+              f"{s['widest_within_one_process']:.2f}")
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

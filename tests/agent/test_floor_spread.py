@@ -1,0 +1,36 @@
+"""agent/studies/floor_spread.py: the driver's collection and summary, with real child processes standing in for
+the GPU's (a child that prints the floor parts it was given, and one that fails)."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from agent.studies import floor_spread
+
+
+def test_summary_separates_the_spread_between_processes_from_the_spread_within_one():
+    rows = [{"process": 0, "plain": [1.50, 1.52, 1.49], "pdl": [1.66, 1.70, 1.64]},
+            {"process": 1, "plain": [1.45, 1.46, 1.47], "pdl": [1.01, 0.99, 1.02]},
+            {"process": 2, "error": "no answer in 120 s"}]
+    s = floor_spread.summary(rows)
+    assert s["pdl"]["process_medians_min"] == pytest.approx(1.01)
+    assert s["pdl"]["process_medians_max"] == pytest.approx(1.66)
+    assert s["pdl"]["widest_within_one_process"] == pytest.approx(0.06)
+    assert s["plain"]["min"] == pytest.approx(1.45) and s["plain"]["max"] == pytest.approx(1.52)
+
+
+def test_measure_collects_each_child_processes_line_and_its_failure(tmp_path, monkeypatch):
+    child = tmp_path / "child.py"
+    child.write_text("import json, sys\n"
+                     "if sys.argv[-1] == '2':\n"
+                     "    print(json.dumps([{'plain': 1.5, 'pdl': None}, {'plain': 1.4, 'pdl': None}]))\n"
+                     "else:\n"
+                     "    sys.exit('no GPU here')\n")
+    monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
+    rows = floor_spread.measure(2, 2, python=sys.executable)
+    assert rows == [{"process": 0, "plain": [1.5, 1.4], "pdl": [None, None]},
+                    {"process": 1, "plain": [1.5, 1.4], "pdl": [None, None]}]
+    rows = floor_spread.measure(1, 3, python=sys.executable)
+    assert rows == [{"process": 0, "error": "no GPU here"}]
+    assert "pdl" not in floor_spread.summary([{"process": 0, "plain": [1.5], "pdl": [None]}])
