@@ -13,8 +13,9 @@ every gate). About one process in ten read near 1.0 us in those runs, so one mea
 run's attainments a third low now and then; the median of the seed's and two baselines' needs two such outliers.
 The evaluation records keep what each process measured; `pin_floor` changes only the loop's copy, and a resumed
 run pins the same floor again from the same records. (The seed's own iteration record is written before its
-baselines run, so its score there is on the seed's floor alone; the results the loop compares are rescored.) It also keeps the floor out of a candidate's hands: the
-floor that scaled a candidate's score was measured in the worker that had loaded the candidate.
+baselines run, so its score there is on the seed's floor alone; the results the loop compares are rescored.)
+It also keeps the floor out of a candidate's hands: the floor that scaled a candidate's score was measured in
+the worker that had loaded the candidate.
 """
 from __future__ import annotations
 
