@@ -98,6 +98,11 @@ def test_honest_kernel_is_timed_scored_and_described():
     assert 0 < res.s_i <= 1 and 0 < res.weighted_attainment <= 1
     assert any(k["name"] == "_rms_norm_kernel" for k in res.compile_info.get("kernels", []))
     assert any(s.holdout and s.rel_l2 is not None for s in res.shapes)
+    # both launches of the floor kernel are kept; the score's floor is the lesser (agent/run_floor.py)
+    floors = res.environment["floor_us"]
+    assert floors["plain"] > 0 and (floors["pdl"] is None or floors["pdl"] > 0)
+    lesser = min(v for v in floors.values() if v is not None)
+    assert all(row.t_floor_us == pytest.approx(lesser) for row in res.visible_shapes())
 
 
 def test_attribution_rejects_hidden_torch_work_on_the_first_shape_before_any_correctness_trial():

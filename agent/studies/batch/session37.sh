@@ -1,8 +1,10 @@
 # Session 37's batch (written 2026-12-07 in session 36, after the run-floor fix): what the fix and the pending H200
-# comparisons need. Carry .whl (Liger). About 6 minutes on an H100, 16 on an H200; one command for either:
+# comparisons need. Carry .whl (Liger). About 9 minutes on an H100, 19 on an H200; one command for either:
 #   rm -rf /tmp/repo /tmp/res && cp -a . /tmp/repo && cd /tmp/repo && \
 #     (setsid nohup bash agent/studies/batch/session37.sh > /tmp/bg.log 2>&1 < /dev/null &); \
 #     sleep 2; bash agent/studies/batch/collect.sh 540
+#   gpu_check     tests/sandbox/test_gpu_sandbox.py (about 3 minutes): session 36 changed the worker's floor reply
+#                 after its last GPU test run (both launches are kept now)
 #   floors        the latency floor launched plainly and under PDL in 12 fresh processes, 3 times each
 #                 (agent/studies/floor_spread.py): is the 0.98-1.66 us spread of session 36's trails between
 #                 processes or within one, and which launch carries it?
@@ -17,6 +19,8 @@ source agent/studies/batch/steps.sh
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || BATCH_SKIP="$BATCH_SKIP s35_changes softmax_h200 conv copies"
 batch_begin
 mkdir -p /tmp/site && pip install -q --no-deps --target /tmp/site .whl/liger_kernel-*.whl > /tmp/res/pip.txt 2>&1
+PYTHONPATH=/tmp/site:$PWD step gpu_check 300 python3 -m pytest -q -m gpu -p no:cacheprovider -rfE \
+  tests/sandbox/test_gpu_sandbox.py
 step floors 150 python3 -m agent.studies.floor_spread --out /tmp/res/floors/floor_spread.json
 PYTHONPATH=/tmp/site:$PWD step s35_changes 300 python3 agent/studies/measure_baselines.py \
   --ops per_token_quant_fp8,per_token_group_quant_fp8,reshape_and_cache,rms_norm_quant_fp8 --rounds 9 \
