@@ -58,6 +58,16 @@ class RunFloor:
     def floor_us(self) -> float | None:
         return float(statistics.median(self.floors)) if self.floors else None
 
+    @classmethod
+    def of(cls, evaluations) -> "RunFloor":
+        """The floor of a whole trail: `evaluations` are (role, iteration, EvalResult) in trail order; results
+        are asked for only where the role is trusted (a callable is called then, so a reader parses only those)."""
+        rf = cls()
+        for role, iteration, result in evaluations:
+            if trusted(role):
+                rf.offer(role, iteration, result() if callable(result) else result)
+        return rf
+
 
 def measured_floor_us(result: EvalResult | None) -> float | None:
     """The latency floor the evaluation measured (every timed row carries the same one), or None: not timed

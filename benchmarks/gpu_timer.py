@@ -340,6 +340,11 @@ def floor_parts_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES) -> dict[str, f
         return {"plain": plain, "pdl": None}
 
 
+def lesser_floor(parts: dict[str, float | None]) -> float:
+    """The score's floor from floor_parts_s's two launches: the lesser one measured."""
+    return min(t for t in parts.values() if t is not None)
+
+
 def measure_floor_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES, pdl: bool | None = None) -> float:
     """T_floor in seconds: the floor kernel timed exactly as a candidate is (graph replay, L2 cold, median).
     pdl=False: launched plainly; True: with programmatic dependent launch (floor_call_pdl); None (the score's):
@@ -347,7 +352,7 @@ def measure_floor_s(reps: int = 50, flush_bytes: int = FLUSH_BYTES, pdl: bool | 
     kernel ahead of it ends, and the floor is the least time any kernel can take here. Should the PDL launch
     fail, the plain floor stands."""
     if pdl is None:
-        return min(t for t in floor_parts_s(reps, flush_bytes).values() if t is not None)
+        return lesser_floor(floor_parts_s(reps, flush_bytes))
     call = floor_call_pdl if pdl else floor_call
     sets = floor_input_sets()
     flush = make_flush_buffer(flush_bytes)

@@ -385,10 +385,9 @@ class Worker:
         self.reply({"kind": "launches", "record": record.to_json()})
 
     def on_floor(self, msg: dict) -> None:
-        from sandbox.timing import measure_floor_parts
+        from sandbox.timing import lesser_floor, measure_floor_parts
         parts = measure_floor_parts()
-        self.reply({"kind": "floor", "t_floor_s": float(min(t for t in parts.values() if t is not None)),
-                    "parts_s": parts})
+        self.reply({"kind": "floor", "t_floor_s": float(lesser_floor(parts)), "parts_s": parts})
 
     def on_time(self, msg: dict) -> None:
         from sandbox.timing import time_call

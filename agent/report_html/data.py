@@ -111,7 +111,7 @@ def run_report(audit, run_id: str, weights=None) -> RunReport:
     per-shape attainments under those weights."""
     from benchmarks.weights_file import reweighted_score
     from agent.audit import AuditError
-    from agent.run_floor import RunFloor, pin_floor, trusted
+    from agent.run_floor import RunFloor, pin_floor
     from benchmarks.registry import load_operator
     records = audit.records(run_id)
     of = lambda kind: [r for r in records if r.kind == kind]   # noqa: E731
@@ -148,12 +148,8 @@ def run_report(audit, run_id: str, weights=None) -> RunReport:
                  for r in of("evaluation") if str(r.body.get("role", "")).startswith("baseline:")}
     # seed, final and baselines on the one floor the run compared everything with (agent/run_floor.py), not
     # each on the floor its own process read
-    run_floor = RunFloor()
-    for r in of("evaluation"):
-        role = str(r.body.get("role", ""))
-        if trusted(role):
-            run_floor.offer(role, int(r.body.get("iteration", 0)), EvalResult.from_json(r.body["result"]))
-    floor = run_floor.floor_us
+    floor = RunFloor.of((str(r.body.get("role", "")), int(r.body.get("iteration", 0)),
+                         lambda r=r: EvalResult.from_json(r.body["result"])) for r in of("evaluation")).floor_us
     seed_result = pin_floor(evaluation(0, roles=("seed",)), floor)
     final_result = pin_floor(evaluation(final_iteration, final["source_sha256"]), floor) if final else None
     for b in baselines.values():

@@ -25,10 +25,7 @@ def replay(db_path: str, margin: float = 0.005) -> list[dict]:
     for run_id in audit.run_ids():
         recs = typed(audit, run_id)
         evals = [r for r in recs if isinstance(r, Evaluation)]
-        run_floor = RunFloor()
-        for e in evals:
-            run_floor.offer(e.role, e.iteration, e.eval_result())
-        floor = run_floor.floor_us
+        floor = RunFloor.of((e.role, e.iteration, e.eval_result) for e in evals).floor_us
         first_win = next((r.iteration for r in recs if isinstance(r, Accepted) and not r.seed), None)
         bar_ev = next((e for e in evals if e.role == "screen_incumbent"), None)
         if floor is None or bar_ev is None:

@@ -7,26 +7,25 @@ computed with those floors, so the spread printed here was noise in every screen
 """
 from __future__ import annotations
 
-import json
-import sqlite3
 import statistics
 import sys
 
+from agent.audit import Audit
+from agent.run_floor import measured_floor_us
+from sandbox.verdict import EvalResult
 
-def _evaluations(db_path: str):
-    with sqlite3.connect(db_path) as db:
-        for (body,) in db.execute("SELECT body FROM records WHERE kind = 'evaluation' ORDER BY seq"):
-            yield json.loads(body)
+
+def _evaluations(db_path: str) -> list[dict]:
+    return [r.body for r in Audit(db_path).records(kind="evaluation")]
 
 
 def floors_by_role(db_path: str) -> dict[str, list[float]]:
     """role -> the floor (us) of each timed evaluation, in trail order."""
     out: dict[str, list[float]] = {}
     for ev in _evaluations(db_path):
-        floors = [s["t_floor_us"] for s in (ev.get("result") or {}).get("shapes", [])
-                  if s.get("t_floor_us") and not s.get("holdout")]
-        if floors:
-            out.setdefault(ev.get("role") or "?", []).append(float(floors[0]))
+        floor = measured_floor_us(EvalResult.from_json(ev["result"]))
+        if floor is not None:
+            out.setdefault(ev.get("role") or "?", []).append(floor)
     return out
 
 

@@ -231,3 +231,10 @@ def test_the_runs_floor_is_the_median_of_its_first_trusted_iteration():
     fresh = RunFloor()
     assert not fresh.offer("seed", 0, untimed) and fresh.iteration is None      # an untimed seed leaves it open
     assert fresh.offer("baseline:eager", 0, timed({"dec-a": 9.0, "dec-b": 9.0}, 1.4)) and fresh.floor_us == 1.4
+
+    def never():
+        raise AssertionError("a candidate's result was read for the run's floor")
+
+    trail = [("candidate", 0, never), ("seed", 0, lambda: timed({"dec-a": 2.0, "dec-b": 2.0}, 1.2)),
+             ("baseline:eager", 0, timed({"dec-a": 9.0, "dec-b": 9.0}, 1.6))]
+    assert RunFloor.of(trail).floor_us == pytest.approx(1.4)
