@@ -60,8 +60,9 @@ CONFIGS = {
     },
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
-    # start at once (gdc_launch_dependents): a decode call's launch overlaps its neighbours' tails. Not yet timed
-    # (the variant `pdl`).
+    # start at once (gdc_launch_dependents): a decode call's launch overlaps its neighbours' tails. On an H100 it was no
+    # faster on any hot shape in 9 paired rounds (session22_h100.md): off; the H200 has not timed it (the variant
+    # `pdl`).
     "PDL": 0,
 }
 SEARCH_SPACE = {"FLAT": [0, 1, 2, 3], "flat_evict": ["evict_first", ""], "PDL": [0, 1]}
