@@ -8,6 +8,8 @@ Everything that touches CUDA does so inside functions: the module imports withou
 Method (RECIPES.md, "Timing on the H200"): capture one graph of R x (write a 256 MiB flush buffer,
 call fn on input set i mod n) and one of R x (write the flush buffer); replay them alternately,
 back to back, each interval between two CUDA events; per-call time = (t_with - t_without) / R.
+A timed batch is queued behind a hold (held_batch): the GPU spins until the host has queued every replay, so
+no host delay falls inside an interval.
 """
 from __future__ import annotations
 
@@ -22,6 +24,18 @@ CALLS_PER_GRAPH = 10             # R: the flush-time jitter on a sample shrinks 
 MIN_SAMPLES = 5                  # replay pairs at least, whatever reps says
 MAX_SAMPLES = 200
 MIN_TIMED_S = 0.02               # tiny calls get more replay pairs until ~20 ms of GPU time was timed
+# The hold before a timed batch (held_batch). Without one, a host thread descheduled while it queues the replays
+# lets the GPU drain its queue and idle inside a timed interval. In session 37's searches on an H100 (the search's
+# compile pool busy on the host beside the timing) evaluations read the floor at 1.06-1.73 us where 12 quiet
+# processes read 1.42-1.54, and one shape's median came out negative (-1.3 us for a 20 us kernel). Whether the
+# busy host did that, and whether the hold stops it, is what agent/studies/floor_spread.py --load measures.
+HOLD_FIXED_S = 0.002             # the first hold: this much...
+HOLD_PER_OP_S = 25e-6            # ...plus this per replay or event queued (a few us each on a quiet host)
+HOLD_GROWTH = 4                  # a batch the GPU started before the host had queued it all runs again, 4x held
+HOLD_TRIES = 3                   # 1x, 4x, 16x; then the last batch stands, counted as unheld
+HOLD_ENABLED = True              # False: batches run unheld, as before holds (agent/studies/floor_spread.py --no-hold)
+HOLD_CYCLES_PER_S = 2.0e9        # torch.cuda._sleep spins clock cycles; at or above a Hopper SM's 1.98 GHz, a
+                                 # hold lasts at least its seconds (longer at lower clocks: only GPU time lost)
 
 
 class GraphCaptureError(RuntimeError):
@@ -273,24 +287,88 @@ def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
 
 
 def _timed_replays(g_with, g_without, n: int) -> list[tuple[float, float]]:
-    """n alternating replays, queued back to back so no host launch gap falls inside a timed interval.
+    """n alternating replays, all queued before the GPU starts them (held_batch), so no host delay falls
+    inside a timed interval.
 
     A device-wide synchronize brackets the whole batch; per-replay synchronization is not needed because
     a graph replay completes only when every node of the graph, on every forked stream, has completed.
     """
     import torch
     events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n + 1)]
-    torch.cuda.synchronize()
-    g_without.replay()            # keeps the GPU busy while the host queues the timed replays
-    events[0].record()
-    for j in range(n):
-        g_with.replay()
-        events[2 * j + 1].record()
-        g_without.replay()
-        events[2 * j + 2].record()
-    torch.cuda.synchronize()
+
+    def queue():
+        g_without.replay()        # the flush pattern before the first timed replay, as before every later one
+        events[0].record()
+        for j in range(n):
+            g_with.replay()
+            events[2 * j + 1].record()
+            g_without.replay()
+            events[2 * j + 2].record()
+    cuda_held_batch(queue, events[0], ops=4 * n + 2)
     return [(events[2 * j].elapsed_time(events[2 * j + 1]) / 1e3,
              events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3) for j in range(n)]
+
+
+# ---------------------------------------------------------------- the hold before a timed batch
+
+HOLD_STATS = {"batches": 0, "held": 0, "retried": 0, "unheld": 0}
+
+
+def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None, started: Callable[[], bool],
+               sync: Callable[[], Any], ops: int, stats: dict | None = None) -> bool:
+    """Queue a timed batch behind a hold and say whether the hold covered it (pure policy: the CUDA calls come in).
+
+    hold(seconds) makes the GPU wait that long before what is queued next; queue() records the batch's first
+    event and everything after it; started() says whether the GPU has reached that first event. If it has by
+    the time the host has queued the whole batch, the host was slower than the hold (a descheduled thread, a
+    busy host) and the GPU may have idled inside an interval: the batch runs again behind a HOLD_GROWTH times
+    longer hold, HOLD_TRIES times in all; after that its last run stands and is counted as unheld.
+    stats (HOLD_STATS by default) counts batches, those held (at the first try or a later one), retried, unheld.
+    hold=None (a torch without torch.cuda._sleep): the batch runs once, unheld, as every batch did before holds.
+    """
+    stats = HOLD_STATS if stats is None else stats
+    stats["batches"] += 1
+    if hold is None:
+        sync()
+        queue()
+        sync()
+        stats["unheld"] += 1
+        return False
+    seconds = HOLD_FIXED_S + HOLD_PER_OP_S * max(ops, 0)
+    for attempt in range(HOLD_TRIES):
+        sync()
+        hold(seconds)
+        queue()
+        covered = not started()
+        sync()
+        if covered:
+            stats["held"] += 1
+            stats["retried"] += attempt > 0
+            return True
+        seconds *= HOLD_GROWTH
+    stats["retried"] += 1
+    stats["unheld"] += 1
+    return False
+
+
+def take_hold_stats() -> dict:
+    """HOLD_STATS since the last call (a worker's reply carries them), and reset."""
+    out = dict(HOLD_STATS)
+    for k in HOLD_STATS:
+        HOLD_STATS[k] = 0
+    return out
+
+
+def _gpu_hold(seconds: float) -> None:
+    import torch
+    torch.cuda._sleep(max(1, int(seconds * HOLD_CYCLES_PER_S)))
+
+
+def cuda_held_batch(queue: Callable[[], Any], first_event, *, ops: int) -> bool:
+    """held_batch on the current CUDA stream: first_event is the batch's first event (queue records it)."""
+    import torch
+    hold = _gpu_hold if HOLD_ENABLED and hasattr(torch.cuda, "_sleep") else None
+    return held_batch(queue, hold=hold, started=first_event.query, sync=torch.cuda.synchronize, ops=ops)
 
 
 def eager_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps: int, flush) -> list[float]:

@@ -24,6 +24,7 @@ from sandbox import correctness as cx
 from sandbox.compile_cache import CompileCache
 from sandbox.conversation import Conversation
 from sandbox.correctness import HarnessError, Rejected
+from sandbox.gpu_gates import add_hold_stats
 from sandbox.prestart import WorkerPool
 from sandbox.stage_times import StageClock
 from sandbox.verdict import EvalResult
@@ -88,7 +89,9 @@ class _ABConversation(Conversation):
         self.stage, self.activity = "timing", "measuring the latency floor"
         with self._timed("floor"):
             w.send({"kind": "floor"})
-            self.floor_s = float(self._expect(w, "floor")[0]["t_floor_s"])
+            floor = self._expect(w, "floor")[0]
+            self.floor_s = float(floor["t_floor_s"])
+        hold = self.result.environment["timing_hold"] = add_hold_stats({}, floor.get("hold"))
         for shape in self.req.shapes:
             self.activity = f"A/B rounds on shape {shape.id}"
             with self._timed("ab_rounds"):
@@ -97,6 +100,7 @@ class _ABConversation(Conversation):
                         "seeds": [cx.derive_seed(self.base_seed, "ab", shape.id, k) for k in range(AB_INPUT_SETS)]})
                 reply, _ = self._expect(w, "ab_timing")
             self.clock.merge(reply.get("stage_s"), "ab_rounds/")
+            add_hold_stats(hold, reply.get("hold"))
             if reply.get("error"):
                 raise Rejected("timing", f"shape {shape.id}: {reply['error']}")
             self.a.append(tuple(float(x) for x in reply["a"]))
@@ -170,22 +174,24 @@ def on_ab_time(worker, msg: dict) -> None:
     t_rounds = time.monotonic()
     for first, second in round_order(int(msg["rounds"])):
         events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
-        torch.cuda.synchronize()
-        empty.replay()                      # keeps the GPU busy while the host queues the timed replays
-        events[0].record()
-        for j, k in enumerate((first, second)):
-            graphs[k].replay()
-            events[2 * j + 1].record()
-            empty.replay()
-            events[2 * j + 2].record()
-        torch.cuda.synchronize()
+
+        def queue(events=events, order=(first, second)):
+            empty.replay()                  # the flush pattern before the first timed replay, as before the second
+            events[0].record()
+            for j, k in enumerate(order):
+                graphs[k].replay()
+                events[2 * j + 1].record()
+                empty.replay()
+                events[2 * j + 2].record()
+        # behind a hold: the GPU starts the round once the host has queued all of it (gpu_timer.held_batch)
+        gpu_timer.cuda_held_batch(queue, events[0], ops=10)
         for j, k in enumerate((first, second)):
             with_s = events[2 * j].elapsed_time(events[2 * j + 1]) / 1e3
             without_s = events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3
             times[k].append((with_s - without_s) / calls)
     clock.add("rounds", time.monotonic() - t_rounds)
     worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls,
-                  "stage_s": dict(clock.freeze())})
+                  "stage_s": dict(clock.freeze()), "hold": gpu_timer.take_hold_stats()})
 
 
 def _with_cache(fn, folder: str | None):

@@ -18,6 +18,16 @@ TIMED_REPLAY_RULE = ("timed-replay rule: the CUDA graph that was timed, replayed
 TIMING_INPUT_SETS = 4     # rotated input sets per timed shape (the worker caps them at 1 GiB)
 
 
+def add_hold_stats(total: dict, part: dict | None) -> dict:
+    """Sum a worker reply's hold counts (benchmarks/gpu_timer.py held_batch: timed batches, held, retried,
+    unheld) into `total`, which the evaluation keeps as environment["timing_hold"]: a batch counted unheld was
+    queued while the GPU already ran it, so a host delay may sit inside its intervals."""
+    for k, v in (part or {}).items():
+        if isinstance(v, int) and not isinstance(v, bool):
+            total[k] = total.get(k, 0) + v
+    return total
+
+
 class GpuGates:
     def _dsl(self, w: WorkerProcess, shapes=None) -> None:
         """Attribution (DESIGN.md section 4): the call's compute time must be the candidate's own kernels.
@@ -57,6 +67,7 @@ class GpuGates:
         # both launches' floors, for the trail: which one moved when processes disagree (agent/run_floor.py)
         self.result.environment["floor_us"] = {k: None if v is None else v * 1e6
                                                for k, v in (reply.get("parts_s") or {}).items()}
+        hold = self.result.environment["timing_hold"] = add_hold_stats({}, reply.get("hold"))
         for index, (shape, row) in enumerate(zip(shapes, rows)):
             self.stage, self.activity = "timing", f"timing shape {shape.id}"
             replay_seed = cx.derive_seed(self.base_seed, "replay", shape.id) if self.req.correctness else None
@@ -68,6 +79,7 @@ class GpuGates:
                     "seeds": [cx.derive_seed(self.base_seed, "time", shape.id, k) for k in range(TIMING_INPUT_SETS)]})
             t, payload = self._expect(w, "timing", max_payload=limit)
             self.clock.merge(t.get("stage_s"))
+            add_hold_stats(hold, t.get("hold"))
             if replay_seed is not None:
                 self._check_replay(shape, t.get("replay") or {}, payload, replay_seed)
             graph, eager = t.get("t_graph_s"), t.get("t_eager_s")

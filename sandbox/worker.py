@@ -386,8 +386,10 @@ class Worker:
 
     def on_floor(self, msg: dict) -> None:
         from sandbox.timing import lesser_floor, measure_floor_parts
+        from benchmarks.gpu_timer import take_hold_stats
         parts = measure_floor_parts()
-        self.reply({"kind": "floor", "t_floor_s": float(lesser_floor(parts)), "parts_s": parts})
+        self.reply({"kind": "floor", "t_floor_s": float(lesser_floor(parts)), "parts_s": parts,
+                    "hold": take_hold_stats()})
 
     def on_time(self, msg: dict) -> None:
         from sandbox.timing import time_call
@@ -402,9 +404,10 @@ class Worker:
         kept: dict = {}
         sets = [self.prepare(s) for s in sets]    # a library baseline's own input form (identity otherwise)
         res = time_call(self._wrapped(), sets, keep=kept, eager=bool(msg.get("eager", True)), **kwargs)
+        from benchmarks.gpu_timer import take_hold_stats
         header = {"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
                   "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),
-                  "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}}
+                  "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}, "hold": take_hold_stats()}
         payload = b""
         if msg.get("replay_seed") is not None:
             from sandbox import results as rs

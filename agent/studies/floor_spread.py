@@ -8,6 +8,13 @@ floor is the lesser of the floor kernel launched plainly and under PDL (benchmar
 the trails of that time kept only the lesser. Here each of `--processes` fresh Python processes measures both,
 `--repeats` times in a row, so the table says whether the spread is between processes or within one, and which
 launch carries it. Each process prints one JSON line; this driver collects them.
+
+Session 37's answer on an H100: 12 quiet processes read 1.42-1.54 us (1.47-1.50 their medians), while the same
+run's search evaluations, beside the search's compile pool, read 1.06-1.73. `--load N` keeps N busy-looping
+processes running while each child measures (a host as busy as a search's), and `--no-hold` turns off the hold
+before each timed batch (benchmarks/gpu_timer.py held_batch), so the four runs of quiet/loaded x hold/no hold
+say whether a busy host moved the floor and whether the hold keeps it still. Each row keeps the child's hold
+counts (batches, held, retried, unheld).
 """
 from __future__ import annotations
 
@@ -18,26 +25,36 @@ import subprocess
 import sys
 from pathlib import Path
 
-CHILD = ("import json, sys; from benchmarks.gpu_timer import floor_parts_s; "
-         "print(json.dumps([{k: (None if v is None else v * 1e6) for k, v in floor_parts_s().items()} "
-         "for _ in range(int(sys.argv[1]))]))")
+CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLED = sys.argv[2] == '1'; "
+         "parts = [{k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()} "
+         "for _ in range(int(sys.argv[1]))]; print(json.dumps({'parts': parts, 'hold': g.take_hold_stats()}))")
+BUSY = "while True: pass"
 
 
-def measure(processes: int, repeats: int, python: str = sys.executable, timeout_s: float = 120.0) -> list[dict]:
-    """One row per process: its `repeats` plain and PDL floors (us), or its error."""
+def measure(processes: int, repeats: int, python: str = sys.executable, timeout_s: float = 120.0, load: int = 0,
+            hold: bool = True) -> list[dict]:
+    """One row per process: its `repeats` plain and PDL floors (us) and hold counts, or its error; `load` busy
+    processes run beside each."""
     rows = []
     for k in range(processes):
+        busy = [subprocess.Popen([python, "-c", BUSY]) for _ in range(load)]
         try:
-            done = subprocess.run([python, "-c", CHILD, str(repeats)], capture_output=True, text=True,
-                                  timeout=timeout_s)
+            done = subprocess.run([python, "-c", CHILD, str(repeats), "1" if hold else "0"], capture_output=True,
+                                  text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             rows.append({"process": k, "error": f"no answer in {timeout_s:g} s"})
             continue
+        finally:
+            for b in busy:
+                b.kill()
+                b.wait()
         if done.returncode != 0:
             rows.append({"process": k, "error": (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]})
             continue
-        parts = json.loads(done.stdout.strip().splitlines()[-1])
-        rows.append({"process": k, "plain": [p["plain"] for p in parts], "pdl": [p["pdl"] for p in parts]})
+        reply = json.loads(done.stdout.strip().splitlines()[-1])
+        parts = reply["parts"]
+        rows.append({"process": k, "plain": [p["plain"] for p in parts], "pdl": [p["pdl"] for p in parts],
+                     "hold": reply["hold"]})
     return rows
 
 
@@ -62,11 +79,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--processes", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--load", type=int, default=0, help="busy-looping processes beside each measuring one")
+    ap.add_argument("--no-hold", action="store_true", help="time without the hold before each batch")
     args = ap.parse_args(argv)
-    if args.processes < 1 or args.repeats < 1:
-        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1")
-    rows = measure(args.processes, args.repeats)
-    result = {"rows": rows, "summary": summary(rows)}
+    if args.processes < 1 or args.repeats < 1 or args.load < 0:
+        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load}: "
+                 "at least 0")
+    rows = measure(args.processes, args.repeats, load=args.load, hold=not args.no_hold)
+    held = {k: sum((r.get("hold") or {}).get(k, 0) for r in rows) for k in ("batches", "held", "retried", "unheld")}
+    result = {"load": args.load, "hold": not args.no_hold, "rows": rows, "summary": summary(rows),
+              "hold_counts": held}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     for r in rows:
@@ -79,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
               f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
               f"{s['widest_within_one_process']:.2f}")
+    print(f"load {args.load}, hold {'on' if not args.no_hold else 'off'}: batches {held['batches']}, held "
+          f"{held['held']}, retried {held['retried']}, unheld {held['unheld']}")
     return 1 if any("error" in r for r in rows) else 0
 
 

@@ -40,6 +40,16 @@ def launch_floors(db_path: str) -> dict[str, list[float]]:
     return out
 
 
+def hold_counts(db_path: str) -> dict[str, int]:
+    """The timed batches of every evaluation, summed: how many were queued whole behind the GPU's hold and how
+    many ran unheld (benchmarks/gpu_timer.py held_batch; evaluations since session 37 keep timing_hold)."""
+    out: dict[str, int] = {}
+    for ev in _evaluations(db_path):
+        for k, v in (((ev.get("result") or {}).get("environment") or {}).get("timing_hold") or {}).items():
+            out[k] = out.get(k, 0) + int(v)
+    return out
+
+
 def line(name: str, floors: list[float]) -> str:
     if len(floors) == 1:
         return f"{name} {floors[0]:.2f}"
@@ -61,6 +71,9 @@ def main(argv: list[str]) -> int:
         if launches:
             print("  the floor kernel launched " + "; ".join(line(kind, launches[kind]) for kind in
                                                              sorted(launches, key=lambda k: (k != "plain", k))))
+        held = hold_counts(path)
+        if held:
+            print("  timed batches " + ", ".join(f"{k} {v}" for k, v in held.items()))
     return 0
 
 

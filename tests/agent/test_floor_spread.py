@@ -23,14 +23,33 @@ def test_summary_separates_the_spread_between_processes_from_the_spread_within_o
 def test_measure_collects_each_child_processes_line_and_its_failure(tmp_path, monkeypatch):
     child = tmp_path / "child.py"
     child.write_text("import json, sys\n"
-                     "if sys.argv[-1] == '2':\n"
-                     "    print(json.dumps([{'plain': 1.5, 'pdl': None}, {'plain': 1.4, 'pdl': None}]))\n"
+                     "if sys.argv[1] == '2':\n"
+                     "    print(json.dumps({'parts': [{'plain': 1.5, 'pdl': None}, {'plain': 1.4, 'pdl': None}],\n"
+                     "                      'hold': {'batches': 4, 'unheld': int(sys.argv[2] == '0') * 4}}))\n"
                      "else:\n"
                      "    sys.exit('no GPU here')\n")
     monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
     rows = floor_spread.measure(2, 2, python=sys.executable)
-    assert rows == [{"process": 0, "plain": [1.5, 1.4], "pdl": [None, None]},
-                    {"process": 1, "plain": [1.5, 1.4], "pdl": [None, None]}]
+    assert rows == [{"process": k, "plain": [1.5, 1.4], "pdl": [None, None], "hold": {"batches": 4, "unheld": 0}}
+                    for k in (0, 1)]
+    rows = floor_spread.measure(1, 2, python=sys.executable, hold=False)
+    assert rows[0]["hold"] == {"batches": 4, "unheld": 4}
     rows = floor_spread.measure(1, 3, python=sys.executable)
     assert rows == [{"process": 0, "error": "no GPU here"}]
     assert "pdl" not in floor_spread.summary([{"process": 0, "plain": [1.5], "pdl": [None]}])
+
+
+def test_load_runs_busy_processes_beside_each_child_and_stops_them(tmp_path, monkeypatch):
+    """The child counts the processes running floor_spread.BUSY (from /proc) while it measures."""
+    child = tmp_path / "child.py"
+    child.write_text("import json, os\n"
+                     "busy = 0\n"
+                     "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+                     "    try:\n"
+                     "        busy += open(f'/proc/{pid}/cmdline', 'rb').read().endswith(b'while True: pass\\0')\n"
+                     "    except OSError:\n"
+                     "        pass\n"
+                     "print(json.dumps({'parts': [{'plain': float(busy), 'pdl': None}], 'hold': {}}))\n")
+    monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
+    assert floor_spread.measure(1, 1, python=sys.executable, load=3)[0]["plain"] == [3.0]
+    assert floor_spread.measure(1, 1, python=sys.executable)[0]["plain"] == [0.0]     # the three were stopped

@@ -159,21 +159,25 @@ def test_run_floors_reads_each_evaluations_floor_from_a_real_trail(tmp_path, cap
 
 
 def test_run_floors_reports_both_launches_of_the_floor_kernel_where_kept(tmp_path, capsys):
-    from agent.studies.run_floors import launch_floors, main
+    from agent.studies.run_floors import hold_counts, launch_floors, main
 
     class KeepsParts(NoisyFloors):
         def __call__(self, req):
             r = super().__call__(req)
             r.environment["floor_us"] = {"plain": measured_floor_us(r), "pdl": 1.7}
+            r.environment["timing_hold"] = {"batches": 6, "held": 5, "retried": 1, "unheld": 1}
             return r
 
     loop, audit = make_loop(tmp_path / "home", [FASTER], KeepsParts())
     loop.run()
     parts = launch_floors(str(audit.path))
     assert set(parts["plain"]) == {1.5, 1.0} and set(parts["pdl"]) == {1.7}
+    n = len(parts["plain"])
+    assert hold_counts(str(audit.path)) == {"batches": 6 * n, "held": 5 * n, "retried": n, "unheld": n}
     capsys.readouterr()
     main([str(audit.path)])
-    assert "the floor kernel launched plain n=" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "the floor kernel launched plain n=" in out and f"timed batches batches {6 * n}, held {5 * n}" in out
 
 
 def test_the_runs_report_shows_seed_final_and_baselines_on_the_runs_floor(tmp_path):

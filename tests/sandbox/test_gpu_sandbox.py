@@ -103,6 +103,9 @@ def test_honest_kernel_is_timed_scored_and_described():
     assert floors["plain"] > 0 and (floors["pdl"] is None or floors["pdl"] > 0)
     lesser = min(v for v in floors.values() if v is not None)
     assert all(row.t_floor_us == pytest.approx(lesser) for row in res.visible_shapes())
+    # every timed batch (the floor's, each shape's) was queued whole behind the GPU's hold (gpu_timer.held_batch)
+    hold = res.environment["timing_hold"]
+    assert hold["batches"] >= 2 * (1 + len(res.visible_shapes())) and hold["unheld"] == 0, hold
 
 
 def test_attribution_rejects_hidden_torch_work_on_the_first_shape_before_any_correctness_trial():
