@@ -71,6 +71,20 @@ def test_a_pool_whose_worker_died_is_replaced_for_the_next_checks():
         pool.close()
 
 
+def niceness(source: str, op: str) -> CompileCheck:
+    return CompileCheck(True, note=str(os.nice(0)), compiled=True)
+
+
+def test_the_pools_checks_run_nicer_than_the_loop_that_times_kernels():
+    from agent.proposers.search_prefetch import POOL_NICENESS
+    pool = CompilePool(niceness, max_workers=1)
+    try:
+        pool.submit("a", "x", "mm")
+        assert int(pool.result("a").note) == min(19, os.nice(0) + POOL_NICENESS)
+    finally:
+        pool.close()
+
+
 def test_each_drop_is_reported_as_it_happens_and_the_loop_prints_it(tmp_path, capsys):
     from test_loop import make_loop
     seen = []
