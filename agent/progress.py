@@ -35,6 +35,7 @@ class Progress:
         self.console = console
         self.live_enabled = self.console.is_terminal if live is None else live
         self._live = None
+        self._setup_phase: tuple[str, float] | None = None     # (phase, when printed) of iteration 0, plain mode
 
     def __enter__(self) -> "Progress":
         if self.live_enabled:
@@ -71,6 +72,14 @@ class Progress:
         elif final:
             what = f"{st.last} -> " if st.last else ""
             self.message(f"[{st.op} #{st.iteration}] best={_fmt(st.best)} | {what}{st.why} | {st.budget}")
+        elif st.iteration == 0 and st.phase and (self._setup_phase is None or st.phase != self._setup_phase[0]):
+            # Iteration 0 (the seed's full evaluation, then each baseline: torch.compile per shape took minutes
+            # on an H100) has no iteration line until all of it is done: a log says each step as it starts.
+            import time
+            now = time.monotonic()
+            after = f" ({now - self._setup_phase[1]:.0f} s after the last step began)" if self._setup_phase else ""
+            self._setup_phase = (st.phase, now)
+            self.message(f"[{st.op} #0] {st.phase}{after}")
 
 
 def summary_rows(before: EvalResult | None, after: EvalResult | None) -> list[dict[str, Any]]:

@@ -438,6 +438,24 @@ def test_live_display_on_a_terminal_and_one_plain_line_per_iteration_otherwise()
     assert buf.getvalue() == f"[{OP} #3] best=0.420 | faster.py -> accepted: score 0.40 -> 0.42 | iter 3/10\n"
 
 
+def test_plain_mode_says_each_step_of_iteration_zero_as_it_starts():
+    """The seed's evaluation and each baseline come before the first iteration line; a log would be silent for
+    minutes (torch.compile's baseline of moe_topk_softmax took over 2.5 minutes on an H100)."""
+    import io
+    import re as re_
+    from rich.console import Console
+    from agent.progress import Status
+    buf = io.StringIO()
+    with Progress(console=Console(file=buf, force_terminal=False, width=200)) as p:
+        for phase in ("evaluating the seed", "evaluating the seed", "timing baseline compile"):
+            p.update(Status("run-x", OP, 0, None, "", "", "iter 0/10", phase))
+        p.update(Status("run-x", OP, 1, 0.5, "", "", "iter 1/10", "evaluating"))      # later phases: not printed
+    lines = buf.getvalue().splitlines()
+    assert lines[0] == f"[{OP} #0] evaluating the seed"
+    assert re_.fullmatch(rf"\[{OP} #0\] timing baseline compile \(\d+ s after the last step began\)", lines[1])
+    assert len(lines) == 2
+
+
 @pytest.mark.gpu
 def test_gpu_run_uses_interleaved_ab_and_times_the_baselines(tmp_path):
     """On a GPU: real timing, so the loop's own A/B rule decides (3 repeats), the baselines are timed once,
