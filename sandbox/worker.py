@@ -385,13 +385,14 @@ class Worker:
         self.reply({"kind": "launches", "record": record.to_json()})
 
     def on_floor(self, msg: dict) -> None:
-        from sandbox.timing import lesser_floor, measure_floor_parts
         from benchmarks.gpu_timer import take_hold_stats
+        from sandbox.timing import lesser_floor, measure_floor_parts
         parts = measure_floor_parts()
         self.reply({"kind": "floor", "t_floor_s": float(lesser_floor(parts)), "parts_s": parts,
                     "hold": take_hold_stats()})
 
     def on_time(self, msg: dict) -> None:
+        from benchmarks.gpu_timer import take_hold_stats
         from sandbox.timing import time_call
         t0 = time.monotonic()
         self._held_buffers = None
@@ -404,7 +405,6 @@ class Worker:
         kept: dict = {}
         sets = [self.prepare(s) for s in sets]    # a library baseline's own input form (identity otherwise)
         res = time_call(self._wrapped(), sets, keep=kept, eager=bool(msg.get("eager", True)), **kwargs)
-        from benchmarks.gpu_timer import take_hold_stats
         header = {"kind": "timing", "t_graph_s": res.t_graph_s, "t_eager_s": res.t_eager_s,
                   "graph_error": res.graph_error, "samples": res.samples, "input_sets": len(sets),
                   "stage_s": {"timing.inputs": t_inputs, **dict(res.stage_s)}, "hold": take_hold_stats()}
