@@ -184,7 +184,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("splitk4", _buckets(*_DECODE, SPLIT_K=4)),
         ("splitk4_tma", _buckets(*_DECODE, SPLIT_K=4, TMA=1)),
         ("decode_bn32", _both(_buckets(*_DECODE, BLOCK_N=32), _buckets(*_DECODE, num_stages=5))),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
     ],
     "rms_norm": [("persistent", {**_every("by_block_h", PERSISTENT=1), **_every("decode_by_block_h", PERSISTENT=1)})] + [
         (f"persistent_s{s}_p{p}", {**_every("by_block_h", PERSISTENT=1, LOOP_STAGES=s, PROGRAMS_PER_SM=p),
@@ -193,7 +193,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("warps_half", _scale("num_warps", 0.5)), ("warps_double", _scale("num_warps", 2)),
         ("rows_double", _scale("ROWS", 2, hi=16)),
         ("masked", {"even": 0}), ("before", {"even": 0, "decode_small_t": 0}),   # the seed before 2026-12-04
-        ("pdl", {"PDL": 1})],                            # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1})],                            # PDL (2026-12-04; timed on an H100: session22_h100.md)
     # the split-row path at every B (2026-12-02 session 9); its counters kept per thread across a chunk (LOCAL_ACC)
     # with chunks per row, tile and warps
     "top_k_top_p_filter": [
@@ -241,7 +241,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("no_shift_w16", _every("decode_by_block_h", SHIFT=0)),
         ("no_shift", _layer_norm_before(PRELOAD_WB=1, RSQRT=1)),                      # the seed before 2026-12-03
         ("decode_chan8", {**_every("decode_by_block_h", CHAN=8, SHIFT=0), "decode_small_t": 0}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
     ],
     # T = 8192 lost to torch.compile (0.88): one program per TOKENS tokens for q and k together (FUSED)
     "qk_rms_norm": [
@@ -253,7 +253,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("fused_t1_w2", {**_every("by_block_d", FUSED=1, TOKENS=1, num_warps=2),
                          **_every("prefill_by_block_d", FUSED=1, TOKENS=2, num_warps=2)}),
         ("preload", {**_every("by_block_d", PRELOAD_W=1), **_every("prefill_by_block_d", PRELOAD_W=1)}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
     ],
     # ties with Liger (0.98-1.01) at H = 7168/8192 (BLOCK_H 8192): the weight loaded before x and residual
     "fused_add_rms_norm": [
@@ -263,7 +263,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("preload_w8", {**_every("by_block_h", PRELOAD_W=1), **_every("decode_by_block_h", PRELOAD_W=1),
                         "by_block_h.8192.num_warps": 8, "decode_by_block_h.8192.num_warps": 8}),
         ("decode_plain", {**_every("decode_by_block_h", PRELOAD_W=0), "decode_by_block_h.8192.num_warps": 16}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
     ],
     # ONE_READ (x read once, a chunk a program held in registers across the row's wait) against the two passes
     # (6 bytes an element for bf16 x against 8), above ONE_READ_MIN_BYTES (48 MB: T = 256) or everywhere; its chunk
@@ -301,7 +301,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         # (mid_g16_w4 and mid_g32_w8, 16 / 32 groups a program in the middle bucket for T = 1024's 8.37 us on the
         # H200: retired, 0.99-1.01 of the seed's time there on an H100 in 9 rounds, 2026-12-06,
         # benchmarks/results/suite_h100_s26_records/conv_rerun_report.md)
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
         # the 16384 bucket (T = 64-256 at H = 7168) before session 35: 4 groups on 4 warps, 8-byte loads. 8 groups took
         # 0.92-0.96 of its time on an H100 in three runs (benchmarks/results/session35_h100.md); the H200 has not
         # timed the two side by side. (Retired there: 16 groups, or 2 warps, in this bucket (no faster than 8 groups
@@ -323,7 +323,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("int64_keys_large_t", {"key32": 0, "large_t_min": 2048}),
         ("int64_keys", {"key32": 0}),
         ("key32_r1_w2", _topk128(1, 2, 3)),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on neither card)
     ],
     # Hk * D = 128 rows take the 256 entry (half its lanes masked off): narrower entries, more tokens a program
     "reshape_and_cache": [
@@ -334,7 +334,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("row128_t8_w4", lambda c: c["by_row"].update({128: {"BLOCK": 128, "TOKENS": 8, "num_warps": 4}})),
         ("t1", {"by_row.256.TOKENS": 1}),
         ("t4_w4", {"by_row.256.TOKENS": 4, "by_row.256.num_warps": 4}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
         ("bs_runtime", {"bs_constexpr": 0}),     # the block size a runtime value, the seed before session 35
     ],
     # 3-29 us against a 1.3 us floor at first (T256, P = 2048 pairs: 26 us in one program sorting 2048 keys).
@@ -363,7 +363,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("min_p264", {"min_programs": 264}),
         ("rows2_w1", {"by_block_h.128.ROWS": 2}),
         ("fast_rows2_w1", {"by_block_h.128.ROWS": 2, "FAST": 1}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on neither card)
     ],
     # one table for every T. Rows of 7168 (BLOCK_H 8192) took 16 warps until session 35, 2.50-3.95 us at T = 16-256
     # on the H200 (0.33-0.53 attainment, the median 0.555); 8 warps since: 0.94-0.97 of the time at decode and the
@@ -398,7 +398,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("w16", {"by_block_h.8192.num_warps": 16}),
         ("w4", {"by_block_h.8192.num_warps": 4}),
         ("w32", {"by_block_h.8192.num_warps": 32}),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
         # what `aka optimize`'s search accepted on an H100 (2026-12-07, session 36): score 1.018x the seed's in
         # 30 paired rounds (p = 0.0001); the two changes above together. Apart, in 9 paired rounds on that H100:
         # w16 0.96-0.99 of the seed's time at decode, pdl 1.01-1.02 (benchmarks/results/session36_h100.md)
@@ -413,7 +413,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("packed_b256_w2_mid", _buckets(17, 64, PACKED_BLOCK_D=256, packed_num_warps=2)),
         ("packed_b2048_w8_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=2048, packed_num_warps=8)),
         ("packed_b1024_w4_large", _buckets(65, 1 << 62, PACKED_BLOCK_D=1024, packed_num_warps=4)),
-        ("pdl", {"PDL": 1}),                             # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                             # PDL (2026-12-04; timed on an H100: session22_h100.md)
     ],
     # lost to Liger on every hot shape (T = 8192: 16.7 against 12.4 us): the two-program grid (one q and one k
     # program a token, each reloading cos/sin) against one fused program per TOKENS tokens. D = 128 (key 64):
@@ -428,7 +428,7 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("d1w8_p4w4", _rotary(1, 8, 4, 4)),
         ("d2w4_p8w8", _rotary(2, 4, 8, 8)),
         ("d2w2_p1w4", _rotary(2, 2, 1, 4)),         # p1w4: one token a program, 4 warps, as Liger's grid
-        ("pdl", {"PDL": 1}),                         # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1}),                         # PDL (2026-12-04; timed on an H100: session22_h100.md)
     ],
     "silu_and_mul": [("grid2d", _every("by_outputs", FLAT=0))] + [
         (f"flat{b}w{w}", _every("by_outputs", FLAT=1, BLOCK=b, num_warps=w))
@@ -443,5 +443,5 @@ VARIANTS: dict[str, list[tuple[str, Any]]] = {
         ("const_i_2048w8", _buckets(1 << 17, 1 << 62, "by_outputs", BLOCK=2048, num_warps=8)),
         ("const_i_512w4", _buckets(1 << 17, 1 << 62, "by_outputs", BLOCK=512)),
         ("const_i_evict_first", {"flat_evict": "evict_first"}),             # the first FLAT=3 (2026-12-04)
-        ("pdl", {"PDL": 1})],                            # programmatic dependent launch (2026-12-04, untimed)
+        ("pdl", {"PDL": 1})],                            # PDL (2026-12-04; timed on an H100: session22_h100.md)
 }
