@@ -331,6 +331,9 @@ def test_the_seed_variants_steer_the_bins_path():
     assert chunks["bins_tile2048_w8"][256][1] % 2048 == 0 and chunks["bins_tile512"][2][1] % 512 == 0
 
 
+SEEDED_ROWS_SETTINGS = ("spill", "wide_sort")
+
+
 @pytest.mark.interpreter
 @pytest.mark.parametrize("settings", [
     dict(BIN_BLOCK_V=16, BIN_SEARCH_BLOCK=32, BIN_PREFETCH=0),          # many tiles a chunk: the anchor moves
@@ -341,7 +344,7 @@ def test_the_seed_variants_steer_the_bins_path():
     # rows by the first sort, the second (BIN_SORT_MAX) or the search
     dict(BIN_BLOCK_V=64, BIN_PREFETCH=0, BIN_SEARCH_BLOCK=16, BIN_SORT_MAX=64),
 ], ids=["anchor_moves", "spill", "narrow_window", "prefetch", "wide_sort"])
-def test_the_bins_path_on_hand_and_seeded_rows(spec, seed, monkeypatch, settings):
+def test_the_bins_path_on_hand_and_seeded_rows(spec, seed, monkeypatch, settings, request):
     """The bins path against the reference: ties at both cuts, -inf entries, k above V, p tiny and p near 1, one
     value everywhere, logits beyond the bins' exact range (x 1e6: searched whole) and a row of -inf."""
     for name, value in settings.items():
@@ -356,7 +359,11 @@ def test_the_bins_path_on_hand_and_seeded_rows(spec, seed, monkeypatch, settings
     assert [b for b in range(len(x)) if not torch.equal(out[b], ref[b])] == []
     # Four seeded rows (every draw has a row whose filters interact and a tie at a top-k cut), not seven: the call
     # costs about 3.5 s a row under the interpreter (chunks per row capped at 20 either way); narrow_window's test
-    # took 57 s with seven rows and 38 s with four, in one process on this 2-core machine.
+    # took 57 s with seven rows and 38 s with four, in one process on this 2-core machine. Only under two of the
+    # settings (the rows that spill, and the one-tile sorts): the hand rows above carry the others, and the four
+    # seeded rows under all five took a minute of the suite's 15 (session 37)
+    if request.node.callspec.id not in SEEDED_ROWS_SETTINGS:
+        return
     inputs = spec.make_inputs({"B": 4, "V": 1263}, "fp32", seed=3)
     assert tolerance_failures(seed.top_k_top_p_filter(**inputs), spec.reference(**inputs), spec.tolerance("fp32")) == []
 
@@ -391,9 +398,9 @@ def test_tight_bounds_leave_fewer_undecided_entries_where_top_k_is_off(spec, see
     loose, tight = (_undecided_counts(seed, x, k, p, t) for t in (0, 1))
     assert (tight <= loose).all(), (loose, tight)
     assert (tight[:4] < loose[:4]).all() and torch.equal(tight[4:], loose[4:]), (loose, tight)
-    for t in (0, 1):
-        monkeypatch.setitem(seed.CONFIGS, "BIN_TIGHT", t)
-        assert torch.equal(seed.top_k_top_p_filter(x, k, p), spec.reference(x, k, p))
+    # exact with the loose bounds too (the seed's tight ones are checked by every other bins test)
+    monkeypatch.setitem(seed.CONFIGS, "BIN_TIGHT", 0)
+    assert torch.equal(seed.top_k_top_p_filter(x, k, p), spec.reference(x, k, p))
 
 
 @pytest.mark.interpreter
