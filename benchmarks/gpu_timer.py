@@ -27,7 +27,7 @@ MIN_TIMED_S = 0.02               # tiny calls get more replay pairs until ~20 ms
 # The hold before a timed batch (held_batch). Without one, a host thread descheduled while it queues the replays
 # lets the GPU drain its queue and idle inside a timed interval. In session 37's searches on an H100 (the search's
 # compile pool busy on the host beside the timing) evaluations read the floor at 1.06-1.73 us where 12 quiet
-# processes read 1.42-1.54, and one shape's median came out negative (-1.3 us for a 20 us kernel). Whether the
+# processes read 1.42-1.54, and one shape's median came out negative (-1.3 us for a 36 us kernel). Whether the
 # busy host did that, and whether the hold stops it, is what agent/studies/floor_spread.py --load measures.
 HOLD_FIXED_S = 0.0005            # the first hold: this much... (an A/B round is ~4 ms of replays: 0.75 ms held)
 HOLD_PER_OP_S = 25e-6            # ...plus this per replay or event queued (a few us each on a quiet host)
