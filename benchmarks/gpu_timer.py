@@ -287,26 +287,32 @@ def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
 
 
 def _timed_replays(g_with, g_without, n: int) -> list[tuple[float, float]]:
-    """n alternating replays, all queued before the GPU starts them (held_batch), so no host delay falls
-    inside a timed interval.
+    """n alternating replays of g_with and g_without (timed_pairs)."""
+    return timed_pairs([g_with] * n, g_without)
+
+
+def timed_pairs(graphs: Sequence, g_without) -> list[tuple[float, float]]:
+    """(seconds of graphs[j]'s replay, seconds of the g_without replay after it) for each j: one flush-only
+    replay first, so every timed replay follows one, then each graph and a flush-only replay, alternately. All
+    of it is queued before the GPU starts it (held_batch), so no host delay falls inside a timed interval.
 
     A device-wide synchronize brackets the whole batch; per-replay synchronization is not needed because
     a graph replay completes only when every node of the graph, on every forked stream, has completed.
     """
     import torch
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * n + 1)]
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(2 * len(graphs) + 1)]
 
     def queue():
-        g_without.replay()        # the flush pattern before the first timed replay, as before every later one
+        g_without.replay()
         events[0].record()
-        for j in range(n):
-            g_with.replay()
+        for j, g in enumerate(graphs):
+            g.replay()
             events[2 * j + 1].record()
             g_without.replay()
             events[2 * j + 2].record()
-    cuda_held_batch(queue, events[0], ops=4 * n + 2)
+    cuda_held_batch(queue, events[0], ops=4 * len(graphs) + 2)
     return [(events[2 * j].elapsed_time(events[2 * j + 1]) / 1e3,
-             events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3) for j in range(n)]
+             events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3) for j in range(len(graphs))]
 
 
 # ---------------------------------------------------------------- the hold before a timed batch

@@ -172,22 +172,9 @@ def on_ab_time(worker, msg: dict) -> None:
         return
     times: list[list[float]] = [[], []]
     t_rounds = time.monotonic()
-    for first, second in round_order(int(msg["rounds"])):
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
-
-        def queue(events=events, order=(first, second)):
-            empty.replay()                  # the flush pattern before the first timed replay, as before the second
-            events[0].record()
-            for j, k in enumerate(order):
-                graphs[k].replay()
-                events[2 * j + 1].record()
-                empty.replay()
-                events[2 * j + 2].record()
-        # behind a hold: the GPU starts the round once the host has queued all of it (gpu_timer.held_batch)
-        gpu_timer.cuda_held_batch(queue, events[0], ops=10)
-        for j, k in enumerate((first, second)):
-            with_s = events[2 * j].elapsed_time(events[2 * j + 1]) / 1e3
-            without_s = events[2 * j + 1].elapsed_time(events[2 * j + 2]) / 1e3
+    for order in round_order(int(msg["rounds"])):
+        # both kernels' replays, each followed by a flush-only one, queued whole behind a hold (gpu_timer)
+        for k, (with_s, without_s) in zip(order, gpu_timer.timed_pairs([graphs[k] for k in order], empty)):
             times[k].append((with_s - without_s) / calls)
     clock.add("rounds", time.monotonic() - t_rounds)
     worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from benchmarks import gpu_timer
-from benchmarks.gpu_timer import lesser_floor, median, spread  # noqa: F401 - lesser_floor: the worker's
+from benchmarks.gpu_timer import median, spread
 
 # Chrome-trace categories of GPU activity in torch.profiler's export; everything else is host side.
 GPU_ACTIVITY_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")

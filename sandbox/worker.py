@@ -385,8 +385,8 @@ class Worker:
         self.reply({"kind": "launches", "record": record.to_json()})
 
     def on_floor(self, msg: dict) -> None:
-        from benchmarks.gpu_timer import take_hold_stats
-        from sandbox.timing import lesser_floor, measure_floor_parts
+        from benchmarks.gpu_timer import lesser_floor, take_hold_stats
+        from sandbox.timing import measure_floor_parts
         parts = measure_floor_parts()
         self.reply({"kind": "floor", "t_floor_s": float(lesser_floor(parts)), "parts_s": parts,
                     "hold": take_hold_stats()})

@@ -7,7 +7,8 @@
 #   floors_<load>_<hold>  agent/studies/floor_spread.py, 6 fresh processes x 3, quiet (load 0) or beside one
 #                 busy-looping process per core, with the hold or without: session 37 read 1.42-1.54 us in quiet
 #                 processes and 1.06-1.73 in the searches' evaluations, beside their compile pool
-#   gpu_check     the hold's GPU test (every core busy), the timer's GPU tests, the GPU sandbox tests
+#   gpu_check     the hold's GPU test (every core busy), the timer's GPU tests, the GPU sandbox tests, the
+#                 loop's GPU run (its A/B rounds go through gpu_timer.timed_pairs since session 37)
 #   pdl           layer_norm's and rms_norm_quant_fp8's `pdl` beside their seeds, 9 paired rounds: session 37's
 #                 searches accepted PDL on both (A/B 1.015 and 1.008, unheld); session 36's rounds had it 1-2% slower
 #   search4_rms_norm_quant_fp8  `aka optimize --proposer search` with the hold: run_floors prints the evaluations'
@@ -27,7 +28,8 @@ step floors_load_hold 150 python3 -m agent.studies.floor_spread --processes 6 --
 step floors_load_nohold 150 python3 -m agent.studies.floor_spread --processes 6 --load $cores --no-hold \
   --out /tmp/res/floors_load_nohold/floors.json
 PYTHONPATH=/tmp/site:$PWD step gpu_check 420 python3 -m pytest -q -m gpu -p no:cacheprovider -rfE \
-  tests/benchmarks/test_timer_hold.py tests/sandbox/test_timing.py tests/sandbox/test_gpu_sandbox.py
+  tests/benchmarks/test_timer_hold.py tests/sandbox/test_timing.py tests/sandbox/test_gpu_sandbox.py \
+  tests/agent/test_loop.py
 PYTHONPATH=/tmp/site:$PWD step pdl 200 python3 agent/studies/measure_baselines.py \
   --ops layer_norm,rms_norm_quant_fp8 --rounds 9 --rounds-max-us 30 --only seed:pdl \
   --out /tmp/res/pdl/out/pdl.md
