@@ -9,15 +9,19 @@ Method (RECIPES.md, "Timing on the H200"): capture one graph of R x (write a 256
 call fn on input set i mod n) and one of R x (write the flush buffer); replay them alternately,
 back to back, each interval between two CUDA events; per-call time = (t_with - t_without) / R.
 A timed batch is queued behind a hold (held_batch): the GPU spins until the host has queued every replay, so
-no host delay falls inside an interval.
+no host delay falls inside an interval; and it holds the GPU's lock (gpu_lock.py), so a pre-started worker's
+CUDA start-up does not run inside one either.
 """
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import triton
 import triton.language as tl
+
+from benchmarks import gpu_lock
 
 FLUSH_BYTES = 256 << 20          # >4x the H200's 60 MB L2: one write evicts everything a call left there
 CALLS_PER_GRAPH = 10             # R: the flush-time jitter on a sample shrinks as 1/sqrt(R)
@@ -321,7 +325,8 @@ HOLD_STATS = {"batches": 0, "held": 0, "retried": 0, "unheld": 0}
 
 
 def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None, started: Callable[[], bool],
-               sync: Callable[[], Any], ops: int, stats: dict | None = None) -> bool:
+               sync: Callable[[], Any], ops: int, stats: dict | None = None,
+               lock: Callable[[], ContextManager] = contextlib.nullcontext) -> bool:
     """Queue a timed batch behind a hold and say whether the hold covered it (pure policy: the CUDA calls come in).
 
     hold(seconds) makes the GPU wait that long before what is queued next; queue() records the batch's first
@@ -331,8 +336,14 @@ def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None,
     longer hold, HOLD_TRIES times in all; after that its last run stands and is counted as unheld.
     stats (HOLD_STATS by default) counts batches, those held (at the first try or a later one), retried, unheld.
     hold=None (a torch without torch.cuda._sleep): the batch runs once, unheld, as every batch did before holds.
+    lock() is held around the whole batch, its tries included (the GPU's lock: benchmarks/gpu_lock.py).
     """
-    stats = HOLD_STATS if stats is None else stats
+    with lock():
+        return _held_batch(queue, hold=hold, started=started, sync=sync, ops=ops,
+                           stats=HOLD_STATS if stats is None else stats)
+
+
+def _held_batch(queue, *, hold, started, sync, ops: int, stats: dict) -> bool:
     stats["batches"] += 1
     if hold is None:
         sync()
@@ -358,10 +369,12 @@ def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None,
 
 
 def take_hold_stats() -> dict:
-    """HOLD_STATS since the last call (a worker's reply carries them), and reset."""
+    """HOLD_STATS and the GPU lock's counts (gpu_lock.STATS) since the last call (a worker's reply carries
+    them), and reset."""
     out = dict(HOLD_STATS)
     for k in HOLD_STATS:
         HOLD_STATS[k] = 0
+    out.update(gpu_lock.take_stats())
     return out
 
 
@@ -374,7 +387,8 @@ def cuda_held_batch(queue: Callable[[], Any], first_event, *, ops: int) -> bool:
     """held_batch on the current CUDA stream: first_event is the batch's first event (queue records it)."""
     import torch
     hold = _gpu_hold if HOLD_ENABLED and hasattr(torch.cuda, "_sleep") else None
-    return held_batch(queue, hold=hold, started=first_event.query, sync=torch.cuda.synchronize, ops=ops)
+    return held_batch(queue, hold=hold, started=first_event.query, sync=torch.cuda.synchronize, ops=ops,
+                      lock=lambda: gpu_lock.exclusive(torch.cuda.current_device()))
 
 
 def eager_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps: int, flush) -> list[float]:
@@ -382,25 +396,27 @@ def eager_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
 
     The end event is recorded after a device-wide synchronize, so work the call left on any stream counts;
     the fixed cost of that synchronize + record (timed the same way around nothing) is subtracted.
-    The flush is finished before the start event, so it is never inside the interval.
+    The flush is finished before the start event, so it is never inside the interval. Each call holds the
+    GPU's lock (gpu_lock.py), as a graph batch does.
     """
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     raw, empty = [], []
     for i in range(max(reps, 1)):
-        write_flush(flush)
-        torch.cuda.synchronize()
-        start.record()
-        fn(input_sets[i % len(input_sets)])
-        torch.cuda.synchronize()
-        end.record()
-        torch.cuda.synchronize()
-        raw.append(start.elapsed_time(end) / 1e3)
-        start.record()
-        torch.cuda.synchronize()
-        end.record()
-        torch.cuda.synchronize()
-        empty.append(start.elapsed_time(end) / 1e3)
+        with gpu_lock.exclusive(torch.cuda.current_device()):
+            write_flush(flush)
+            torch.cuda.synchronize()
+            start.record()
+            fn(input_sets[i % len(input_sets)])
+            torch.cuda.synchronize()
+            end.record()
+            torch.cuda.synchronize()
+            raw.append(start.elapsed_time(end) / 1e3)
+            start.record()
+            torch.cuda.synchronize()
+            end.record()
+            torch.cuda.synchronize()
+            empty.append(start.elapsed_time(end) / 1e3)
     overhead = median(empty)
     return [t - overhead for t in raw]
 

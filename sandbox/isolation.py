@@ -35,7 +35,8 @@ EXIT_GRACE_S = 5.0
 # has no business seeing them (with no network it could not send them, but it could print them).
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH", "TMPDIR", "CUDA_HOME", "CUDA_PATH",
              "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
-             "TRITON_LIBCUDA_PATH", "TORCHINDUCTOR_CACHE_DIR")
+             "TRITON_LIBCUDA_PATH", "TORCHINDUCTOR_CACHE_DIR",
+             "AKA_GPU_LOCK")    # the GPU's lock file, or off (benchmarks/gpu_lock.py)
 _ENV_KEEP_PREFIXES = ("CUDA_VISIBLE", "CUDA_DEVICE", "NVIDIA_")
 
 _SIGNAL_HINTS = {

@@ -462,19 +462,7 @@ class Worker:
             hello["triton_error"] = f"{type(e).__name__}: {e}"
         stage_s = {"imports": time.monotonic() - t0}
         if warm_cuda and torch.cuda.is_available():
-            # CUDA context up before the parent has a candidate for this worker (pre-started workers)
-            t1 = time.monotonic()
-            torch.cuda.set_device(0)
-            torch.zeros(1, device="cuda")
-            torch.cuda.synchronize()
-            stage_s["cuda_init"] = time.monotonic() - t1
-            t1 = time.monotonic()
-            _warm_profiler(torch)
-            stage_s["profiler_init"] = time.monotonic() - t1
-            t1 = time.monotonic()
-            from sandbox.digest_kernel import warm   # the input digests' kernel, compiled before any candidate
-            warm()
-            stage_s["digest_compile"] = time.monotonic() - t1
+            stage_s.update(warm_gpu(torch))
         hello["stage_s"] = stage_s
         self.device = torch.device("cpu")
         self.reply(hello)
@@ -502,6 +490,25 @@ class Worker:
                 else:
                     self.reply({"kind": "harness_error", "request": kind, "traceback": traceback.format_exc()[-6000:]})
                 os._exit(0)
+
+
+def warm_gpu(torch) -> dict[str, float]:
+    """A pre-started worker's GPU start-up, before the parent has a candidate for it: the CUDA context, CUPTI
+    and the input digests' kernel; seconds per stage. Each stage holds the GPU's lock (benchmarks/gpu_lock.py):
+    it runs while another worker times its kernels, and its GPU work would land inside their intervals."""
+    from benchmarks import gpu_lock
+    from sandbox.digest_kernel import warm
+    stages = {"cuda_init": lambda: (torch.cuda.set_device(0), torch.zeros(1, device="cuda"),
+                                    torch.cuda.synchronize()),
+              "profiler_init": lambda: _warm_profiler(torch),
+              "digest_compile": warm}
+    stage_s = {}
+    for name, run in stages.items():
+        t1 = time.monotonic()
+        with gpu_lock.exclusive():
+            run()
+        stage_s[name] = time.monotonic() - t1
+    return stage_s
 
 
 def _warm_profiler(torch) -> None:

@@ -15,11 +15,19 @@ processes running while each child measures (a host as busy as a search's), and 
 before each timed batch (benchmarks/gpu_timer.py held_batch), so the four runs of quiet/loaded x hold/no hold
 say whether a busy host moved the floor and whether the hold keeps it still. Each row keeps the child's hold
 counts (batches, held, retried, unheld).
+
+Session 38's answer on an H100: neither moved it (1.43-1.56 us in all four), and a search whose every batch was
+held still read 1.00-1.73. `--spares N` keeps N loops running, each starting one fresh process after another that
+does a pre-started worker's GPU start-up (sandbox/worker.py warm_gpu: CUDA context, CUPTI, the digest kernel)
+and exits, as a search's worker pool does beside every evaluation. `--no-lock` sets AKA_GPU_LOCK=off for every
+child, so the start-ups no longer wait for the timed batches (benchmarks/gpu_lock.py).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -29,18 +37,41 @@ CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLE
          "parts = [{k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()} "
          "for _ in range(int(sys.argv[1]))]; print(json.dumps({'parts': parts, 'hold': g.take_hold_stats()}))")
 BUSY = "while True: pass"
+SPARE = "import torch; from sandbox.worker import warm_gpu; warm_gpu(torch)"
+SPARE_LOOP = ("import subprocess, sys\n"
+              "while True: subprocess.run([sys.executable, '-c', sys.argv[1]], stdout=subprocess.DEVNULL)")
+
+
+def child_env(lock: bool) -> dict:
+    """The children's environment: the project importable; AKA_GPU_LOCK=off unless `lock`."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH"))
+                                                     if p))
+    if not lock:
+        env["AKA_GPU_LOCK"] = "off"
+    return env
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
 
 
 def measure(processes: int, repeats: int, python: str = sys.executable, timeout_s: float = 120.0, load: int = 0,
-            hold: bool = True) -> list[dict]:
-    """One row per process: its `repeats` plain and PDL floors (us) and hold counts, or its error; `load` busy
-    processes run beside each."""
+            hold: bool = True, spares: int = 0, lock: bool = True) -> list[dict]:
+    """One row per process: its `repeats` plain and PDL floors (us) and hold and lock counts, or its error;
+    `load` busy processes and `spares` loops of worker start-ups run beside each."""
     rows = []
+    env = child_env(lock)
     for k in range(processes):
         busy = [subprocess.Popen([python, "-c", BUSY]) for _ in range(load)]
+        loops = [subprocess.Popen([python, "-c", SPARE_LOOP, SPARE], env=env, start_new_session=True)
+                 for _ in range(spares)]
         try:
             done = subprocess.run([python, "-c", CHILD, str(repeats), "1" if hold else "0"], capture_output=True,
-                                  text=True, timeout=timeout_s)
+                                  text=True, timeout=timeout_s, env=env)
         except subprocess.TimeoutExpired:
             rows.append({"process": k, "error": f"no answer in {timeout_s:g} s"})
             continue
@@ -48,6 +79,8 @@ def measure(processes: int, repeats: int, python: str = sys.executable, timeout_
             for b in busy:
                 b.kill()
                 b.wait()
+            for loop in loops:
+                _stop_group(loop)
         if done.returncode != 0:
             rows.append({"process": k, "error": (done.stderr.strip().splitlines() or ["exit %d" % done.returncode])[-1]})
             continue
@@ -81,14 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--load", type=int, default=0, help="busy-looping processes beside each measuring one")
     ap.add_argument("--no-hold", action="store_true", help="time without the hold before each batch")
+    ap.add_argument("--spares", type=int, default=0, help="loops of worker GPU start-ups beside each measuring one")
+    ap.add_argument("--no-lock", action="store_true", help="AKA_GPU_LOCK=off for every child")
     args = ap.parse_args(argv)
-    if args.processes < 1 or args.repeats < 1 or args.load < 0:
-        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load}: "
-                 "at least 0")
-    rows = measure(args.processes, args.repeats, load=args.load, hold=not args.no_hold)
-    held = {k: sum((r.get("hold") or {}).get(k, 0) for r in rows) for k in ("batches", "held", "retried", "unheld")}
-    result = {"load": args.load, "hold": not args.no_hold, "rows": rows, "summary": summary(rows),
-              "hold_counts": held}
+    if args.processes < 1 or args.repeats < 1 or args.load < 0 or args.spares < 0:
+        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load} "
+                 f"and --spares {args.spares}: at least 0")
+    rows = measure(args.processes, args.repeats, load=args.load, hold=not args.no_hold, spares=args.spares,
+                   lock=not args.no_lock)
+    keys = ("batches", "held", "retried", "unheld", "lock_waits", "lock_wait_ms", "lock_timeouts")
+    held = {k: sum((r.get("hold") or {}).get(k, 0) for r in rows) for k in keys}
+    result = {"load": args.load, "hold": not args.no_hold, "spares": args.spares, "lock": not args.no_lock,
+              "rows": rows, "summary": summary(rows), "hold_counts": held}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     for r in rows:
@@ -101,8 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
               f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
               f"{s['widest_within_one_process']:.2f}")
-    print(f"load {args.load}, hold {'on' if not args.no_hold else 'off'}: batches {held['batches']}, held "
-          f"{held['held']}, retried {held['retried']}, unheld {held['unheld']}")
+    print(f"load {args.load}, spares {args.spares}, hold {'on' if not args.no_hold else 'off'}, lock "
+          f"{'on' if not args.no_lock else 'off'}: " + ", ".join(f"{k} {v}" for k, v in held.items()))
     return 1 if any("error" in r for r in rows) else 0
 
 

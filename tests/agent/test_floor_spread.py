@@ -53,3 +53,23 @@ def test_load_runs_busy_processes_beside_each_child_and_stops_them(tmp_path, mon
     monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
     assert floor_spread.measure(1, 1, python=sys.executable, load=3)[0]["plain"] == [3.0]
     assert floor_spread.measure(1, 1, python=sys.executable)[0]["plain"] == [0.0]     # the three were stopped
+
+
+def test_spares_loop_worker_start_ups_beside_each_child_and_stop_with_it(tmp_path, monkeypatch):
+    """Each spare loop starts SPARE again and again while the child measures; the loops and their current
+    start-up are gone when measure returns; --no-lock reaches every child as AKA_GPU_LOCK=off."""
+    starts = tmp_path / "starts"
+    monkeypatch.setattr(floor_spread, "SPARE", f"open({str(starts)!r}, 'a').write('x'); import time; time.sleep(0.05)")
+    child = tmp_path / "child.py"
+    child.write_text("import json, os, time\n"
+                     "time.sleep(1.0)\n"
+                     "lock = os.environ.get('AKA_GPU_LOCK', '')\n"
+                     "print(json.dumps({'parts': [{'plain': float(lock == 'off'), 'pdl': None}], 'hold': {}}))\n")
+    monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
+    assert floor_spread.measure(1, 1, python=sys.executable, spares=2)[0]["plain"] == [0.0]
+    n = len(starts.read_text())
+    assert n >= 2                                        # both loops started at least one
+    import time
+    time.sleep(0.5)
+    assert len(starts.read_text()) == n                  # and none runs after measure returned
+    assert floor_spread.measure(1, 1, python=sys.executable, lock=False)[0]["plain"] == [1.0]

@@ -1,0 +1,104 @@
+"""benchmarks/gpu_lock.py: one process at a time holds the GPU's lock, a killed holder frees it, a waiter gives
+up after its timeout and says so, AKA_GPU_LOCK picks the file or turns the lock off. Real processes, real flock."""
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks import gpu_lock, gpu_timer
+
+HOLDER = ("import sys, time; from benchmarks import gpu_lock\n"
+          "with gpu_lock.exclusive():\n"
+          "    print('held', flush=True); time.sleep(float(sys.argv[1]))\n")
+
+
+@pytest.fixture
+def lock_file(tmp_path, monkeypatch):
+    path = tmp_path / "gpu.lock"
+    monkeypatch.setenv(gpu_lock.ENV, str(path))
+    return path
+
+
+def _holder(seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(seconds)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_a_second_process_waits_until_the_holder_lets_go(lock_file):
+    stats = dict.fromkeys(gpu_lock.STATS, 0)
+    holder = _holder(0.4)
+    t0 = time.monotonic()
+    with gpu_lock.exclusive(stats=stats):
+        waited = time.monotonic() - t0
+    holder.wait()
+    assert waited >= 0.2
+    assert stats["lock_waits"] == 1 and stats["lock_wait_ms"] >= 200 and stats["lock_timeouts"] == 0
+
+
+def test_a_killed_holder_frees_the_lock(lock_file):
+    holder = _holder(60)
+    holder.kill()
+    holder.wait()
+    stats = dict.fromkeys(gpu_lock.STATS, 0)
+    with gpu_lock.exclusive(timeout_s=5, stats=stats):
+        pass
+    assert stats["lock_timeouts"] == 0
+
+
+def test_a_waiter_goes_on_without_the_lock_after_its_timeout_and_counts_it(lock_file):
+    holder = _holder(60)
+    try:
+        stats = dict.fromkeys(gpu_lock.STATS, 0)
+        t0 = time.monotonic()
+        with gpu_lock.exclusive(timeout_s=0.2, stats=stats):
+            ran = True
+        assert ran and 0.2 <= time.monotonic() - t0 < 5
+        assert stats == {"lock_waits": 1, "lock_wait_ms": stats["lock_wait_ms"], "lock_timeouts": 1}
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_off_takes_no_lock_and_the_default_file_is_per_visible_devices(monkeypatch, tmp_path):
+    monkeypatch.setenv(gpu_lock.ENV, "off")
+    assert gpu_lock.lock_path() is None
+    with gpu_lock.exclusive():
+        pass
+    monkeypatch.delenv(gpu_lock.ENV)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    a = gpu_lock.lock_path(0)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert gpu_lock.lock_path(0) != a and gpu_lock.lock_path(1) != gpu_lock.lock_path(0)
+
+
+def test_take_stats_resets_and_the_timer_reports_them_with_its_hold_counts(lock_file):
+    gpu_lock.take_stats()
+    gpu_timer.take_hold_stats()
+    holder = _holder(0.2)
+    with gpu_lock.exclusive():
+        pass
+    holder.wait()
+    out = gpu_timer.take_hold_stats()
+    assert out["lock_waits"] == 1 and out["batches"] == 0
+    assert gpu_lock.take_stats() == {"lock_waits": 0, "lock_wait_ms": 0, "lock_timeouts": 0}
+
+
+def test_held_batch_holds_the_lock_around_every_try():
+    """The lock is entered before the first sync and left after the last try's sync."""
+    calls = []
+
+    class Lock:
+        def __enter__(self):
+            calls.append("lock")
+
+        def __exit__(self, *exc):
+            calls.append("unlock")
+
+    started = iter([True, False])
+    gpu_timer.held_batch(lambda: calls.append("queue"), hold=lambda s: calls.append("hold"),
+                         started=lambda: next(started), sync=lambda: calls.append("sync"), ops=1,
+                         stats=dict.fromkeys(gpu_timer.HOLD_STATS, 0), lock=Lock)
+    assert calls[0] == "lock" and calls[-1] == "unlock" and calls.count("queue") == 2
+    assert "lock" not in calls[1:-1] and "unlock" not in calls[1:-1]
