@@ -10,7 +10,8 @@
 #                 (AKA_GPU_LOCK=off) or on
 #   timer_tests   the hold's GPU test and the lock's tests
 #   search5_rms_norm_quant_fp8  session38.sh's search4 again, the lock on: run_floors prints the evaluations'
-#                 floors and their hold and lock counts
+#                 floors and their hold and lock counts (SEARCH_GPU_MINUTES, 1.5 unless set: less where the
+#                 session's device time is short)
 cd "$(dirname "$0")/../../.."
 source agent/studies/batch/steps.sh
 batch_begin
@@ -23,7 +24,7 @@ step floors_spares_lock 150 python3 -m agent.studies.floor_spread --processes 4 
 step timer_tests 120 python3 -m pytest -q -p no:cacheprovider -rfE tests/benchmarks/test_timer_hold.py \
   tests/benchmarks/test_gpu_lock.py
 step search5_rms_norm_quant_fp8 220 bash -c "python3 -m agent.cli_optimize --op rms_norm_quant_fp8 --shape-set hot \
-  --proposer search --gpu-minutes 1.5 --minutes 2.5 --samples 2 --baselines eager,compile -c knowledge.enabled=false \
+  --proposer search --gpu-minutes ${SEARCH_GPU_MINUTES:-1.5} --minutes 2.5 --samples 2 --baselines eager,compile -c knowledge.enabled=false \
   -c home=/tmp/res/search5_rms_norm_quant_fp8/home; h=/tmp/res/search5_rms_norm_quant_fp8/home/audit.db; \
   python3 -m agent.studies.run_report \$h --json /tmp/res/search5_rms_norm_quant_fp8/report.json; \
   python3 -m agent.studies.run_floors \$h; python3 -m agent.studies.rescreen \$h"
