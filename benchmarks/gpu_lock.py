@@ -1,19 +1,28 @@
-"""One process at a time on the GPU's timed work: an advisory file lock that timed batches and a worker's GPU
-start-up both take.
+"""One process at a time on the GPU's timed work: an advisory file lock that timing and a pre-started worker's
+GPU start-up can both take. Off unless AKA_GPU_LOCK is set: its cost is not yet measured (below).
 
 Why (session 38, an H100): inside `aka optimize` searches the latency floor read 1.00-1.73 us, while fresh
 quiet processes read 1.43-1.56, and so did processes beside one busy-looping process per core, with or without
-the hold before each timed batch (gpu_timer.held_batch). What a search has and those had not: pre-started
-workers (sandbox/prestart.py) bring up a CUDA context, a CUPTI profiler session and the digest kernel while the
-current evaluation times its kernels. GPU work of another context interleaves with the timed replays, and an
-interval between two events then holds time that is not the timed graph's.
+the hold before each timed batch (gpu_timer.held_batch). Beside three loops of fresh processes that each did a
+pre-started worker's GPU start-up (sandbox/worker.py warm_gpu: CUDA context, CUPTI, the digest kernel) and
+exited, the floor read 0.94-1.64 (agent/studies/floor_spread.py --spares): a search's worker pool
+(sandbox/prestart.py) does that beside every evaluation. GPU work of another context interleaves with the timed
+replays, and an interval between two events then holds time that is not the timed graph's. Which part of the
+start-up (the context, CUPTI, the kernel, the exit) does it is not yet measured.
 
-How: `exclusive()` takes an flock on one file per GPU (keyed by CUDA_VISIBLE_DEVICES and the device index, in
-the temp directory, or the path in AKA_GPU_LOCK). The kernel releases an flock when its process dies, so a
-killed worker never leaves it held. A waiter polls and after `timeout_s` goes on without it, counted, so a
-process stuck in start-up slows timing down but never stops it. AKA_GPU_LOCK=off turns the lock off (the
-floor study's control runs). Two runs on one GPU with different CUDA_VISIBLE_DEVICES strings get different
-files and are not kept apart.
+What the lock costs is not yet known either: a start-up's GPU stages took 3.2 s on the H100 (0.4 context, 2.3
+CUPTI, 0.5 digest kernel) and a search screen about 1 s, so a lock around all of them would make a search wait
+for its spares. With a lock around every timed batch, session 38's floor study beside three start-up loops did
+not finish in 150 s: the batches queued behind the start-ups one by one. So timing takes it once per timed
+phase (gpu_timer.graph_samples, eager_samples, the A/B rounds), and a process that already holds it does not
+wait again (nested uses are free).
+
+How: `exclusive()` takes an flock on one file per GPU: AKA_GPU_LOCK=on picks a file in the temp directory keyed
+by CUDA_VISIBLE_DEVICES and the device index, any other value is the file's path, unset or off turns the lock
+off. The kernel releases an flock when its process dies, so a killed worker never leaves it held. A waiter
+polls and after `timeout_s` goes on without it, counted, so a process stuck in start-up slows timing down but
+never stops it. Two runs on one GPU with different CUDA_VISIBLE_DEVICES strings get different files and are
+not kept apart.
 """
 from __future__ import annotations
 
@@ -28,12 +37,15 @@ POLL_S = 0.001
 STATS = {"lock_waits": 0, "lock_wait_ms": 0, "lock_timeouts": 0}
 
 
+_held = {"depth": 0}          # this process's nesting: an inner exclusive() inside an outer one does not wait
+
+
 def lock_path(device_index: int = 0) -> str | None:
-    """The lock file for this process's GPU, or None when AKA_GPU_LOCK=off."""
+    """The lock file for this process's GPU, or None when the lock is off (AKA_GPU_LOCK unset, empty or off)."""
     chosen = os.environ.get(ENV, "")
-    if chosen.lower() == "off":
+    if chosen.lower() in ("", "off"):
         return None
-    if chosen:
+    if chosen.lower() != "on":
         return chosen
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "all").replace(",", "_").replace("/", "_") or "none"
     uid = os.getuid() if hasattr(os, "getuid") else 0
@@ -48,6 +60,13 @@ def exclusive(device_index: int = 0, timeout_s: float = WAIT_TIMEOUT_S, stats: d
     path = lock_path(device_index)
     if path is None:
         yield
+        return
+    if _held["depth"]:
+        _held["depth"] += 1
+        try:
+            yield
+        finally:
+            _held["depth"] -= 1
         return
     import fcntl
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -68,9 +87,11 @@ def exclusive(device_index: int = 0, timeout_s: float = WAIT_TIMEOUT_S, stats: d
             stats["lock_wait_ms"] += int(round(waited * 1e3))
         if not locked:
             stats["lock_timeouts"] += 1
+        _held["depth"] += 1
         try:
             yield
         finally:
+            _held["depth"] -= 1
             if locked:
                 fcntl.flock(fd, fcntl.LOCK_UN)
     finally:

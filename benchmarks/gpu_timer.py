@@ -9,8 +9,8 @@ Method (RECIPES.md, "Timing on the H200"): capture one graph of R x (write a 256
 call fn on input set i mod n) and one of R x (write the flush buffer); replay them alternately,
 back to back, each interval between two CUDA events; per-call time = (t_with - t_without) / R.
 A timed batch is queued behind a hold (held_batch): the GPU spins until the host has queued every replay, so
-no host delay falls inside an interval; and it holds the GPU's lock (gpu_lock.py), so a pre-started worker's
-CUDA start-up does not run inside one either.
+no host delay falls inside an interval. Where AKA_GPU_LOCK is set, timing holds the GPU's lock (gpu_lock.py), so
+a pre-started worker's GPU start-up waits until the timed replays are done.
 """
 from __future__ import annotations
 
@@ -278,10 +278,11 @@ def graph_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
     g_without = capture(flush_only)
     _check_replay_writes_outputs(g_with, last_output[0], input_sets)
 
-    # One timed pair to size the run, then the run itself.
-    probe = _timed_replays(g_with, g_without, 1)
-    n = replay_count(probe[0][0], reps, calls)
-    pairs = _timed_replays(g_with, g_without, n)
+    # One timed pair to size the run, then the run itself, under the GPU's lock (gpu_lock.py; off unless set).
+    with gpu_lock.exclusive(torch.cuda.current_device()):
+        probe = _timed_replays(g_with, g_without, 1)
+        n = replay_count(probe[0][0], reps, calls)
+        pairs = _timed_replays(g_with, g_without, n)
     if keep is not None:
         # calls: an operator that writes an argument in place wrote the last call's input set this many times
         n_sets = len(input_sets)
@@ -336,7 +337,8 @@ def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None,
     longer hold, HOLD_TRIES times in all; after that its last run stands and is counted as unheld.
     stats (HOLD_STATS by default) counts batches, those held (at the first try or a later one), retried, unheld.
     hold=None (a torch without torch.cuda._sleep): the batch runs once, unheld, as every batch did before holds.
-    lock() is held around the whole batch, its tries included (the GPU's lock: benchmarks/gpu_lock.py).
+    lock() is held around the whole batch, its tries included (the GPU's lock, gpu_lock.py: free where the
+    caller already holds it for its whole timed phase, as graph_samples and the A/B rounds do).
     """
     with lock():
         return _held_batch(queue, hold=hold, started=started, sync=sync, ops=ops,
@@ -396,14 +398,14 @@ def eager_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps
 
     The end event is recorded after a device-wide synchronize, so work the call left on any stream counts;
     the fixed cost of that synchronize + record (timed the same way around nothing) is subtracted.
-    The flush is finished before the start event, so it is never inside the interval. Each call holds the
-    GPU's lock (gpu_lock.py), as a graph batch does.
+    The flush is finished before the start event, so it is never inside the interval. The calls hold the
+    GPU's lock (gpu_lock.py; off unless set), as a graph's timed replays do.
     """
     import torch
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     raw, empty = [], []
-    for i in range(max(reps, 1)):
-        with gpu_lock.exclusive(torch.cuda.current_device()):
+    with gpu_lock.exclusive(torch.cuda.current_device()):
+        for i in range(max(reps, 1)):
             write_flush(flush)
             torch.cuda.synchronize()
             start.record()

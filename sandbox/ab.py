@@ -172,10 +172,12 @@ def on_ab_time(worker, msg: dict) -> None:
         return
     times: list[list[float]] = [[], []]
     t_rounds = time.monotonic()
-    for order in round_order(int(msg["rounds"])):
-        # both kernels' replays, each followed by a flush-only one, queued whole behind a hold (gpu_timer)
-        for k, (with_s, without_s) in zip(order, gpu_timer.timed_pairs([graphs[k] for k in order], empty)):
-            times[k].append((with_s - without_s) / calls)
+    from benchmarks import gpu_lock
+    with gpu_lock.exclusive(torch.cuda.current_device()):     # the rounds as one timed phase (off unless set)
+        for order in round_order(int(msg["rounds"])):
+            # both kernels' replays, each followed by a flush-only one, queued whole behind a hold (gpu_timer)
+            for k, (with_s, without_s) in zip(order, gpu_timer.timed_pairs([graphs[k] for k in order], empty)):
+                times[k].append((with_s - without_s) / calls)
     clock.add("rounds", time.monotonic() - t_rounds)
     worker.reply({"kind": "ab_timing", "a": times[0], "b": times[1], "calls": calls,
                   "stage_s": dict(clock.freeze()), "hold": gpu_timer.take_hold_stats()})

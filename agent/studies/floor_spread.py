@@ -18,9 +18,11 @@ counts (batches, held, retried, unheld).
 
 Session 38's answer on an H100: neither moved it (1.43-1.56 us in all four), and a search whose every batch was
 held still read 1.00-1.73. `--spares N` keeps N loops running, each starting one fresh process after another that
-does a pre-started worker's GPU start-up (sandbox/worker.py warm_gpu: CUDA context, CUPTI, the digest kernel)
-and exits, as a search's worker pool does beside every evaluation. `--no-lock` sets AKA_GPU_LOCK=off for every
-child, so the start-ups no longer wait for the timed batches (benchmarks/gpu_lock.py).
+does a pre-started worker's GPU start-up (sandbox/worker.py warm_gpu: CUDA context, CUPTI, the digest kernel;
+`--spare-stages` picks which besides the context), waits `--spare-linger` seconds and exits, as a search's worker
+pool does beside every evaluation: with 3 loops, all stages and no linger the floor read 0.94-1.64 (session 38,
+an H100). `--lock` turns the GPU's lock on in every child (AKA_GPU_LOCK=on, benchmarks/gpu_lock.py), so the
+start-ups wait for the timed replays and the replays for the start-ups; without it AKA_GPU_LOCK=off is set.
 """
 from __future__ import annotations
 
@@ -37,18 +39,17 @@ CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLE
          "parts = [{k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()} "
          "for _ in range(int(sys.argv[1]))]; print(json.dumps({'parts': parts, 'hold': g.take_hold_stats()}))")
 BUSY = "while True: pass"
-SPARE = "import torch; from sandbox.worker import warm_gpu; warm_gpu(torch)"
+SPARE = ("import sys, time, torch; from sandbox.worker import warm_gpu\n"
+         "warm_gpu(torch, sys.argv[1].split(',') if sys.argv[1] else ()); time.sleep(float(sys.argv[2]))")
 SPARE_LOOP = ("import subprocess, sys\n"
-              "while True: subprocess.run([sys.executable, '-c', sys.argv[1]], stdout=subprocess.DEVNULL)")
+              "while True: subprocess.run([sys.executable, '-c'] + sys.argv[1:], stdout=subprocess.DEVNULL)")
+ALL_STAGES = "cuda_init,profiler_init,digest_compile"
 
 
 def child_env(lock: bool) -> dict:
-    """The children's environment: the project importable; AKA_GPU_LOCK=off unless `lock`."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH"))
-                                                     if p))
-    if not lock:
-        env["AKA_GPU_LOCK"] = "off"
-    return env
+    """The children's environment: the project importable; AKA_GPU_LOCK on or off."""
+    return dict(os.environ, AKA_GPU_LOCK="on" if lock else "off",
+                PYTHONPATH=os.pathsep.join(p for p in (str(Path.cwd()), os.environ.get("PYTHONPATH")) if p))
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -60,15 +61,17 @@ def _stop_group(proc: subprocess.Popen) -> None:
 
 
 def measure(processes: int, repeats: int, python: str = sys.executable, timeout_s: float = 120.0, load: int = 0,
-            hold: bool = True, spares: int = 0, lock: bool = True) -> list[dict]:
+            hold: bool = True, spares: int = 0, lock: bool = False, spare_stages: str = ALL_STAGES,
+            spare_linger_s: float = 0.0) -> list[dict]:
     """One row per process: its `repeats` plain and PDL floors (us) and hold and lock counts, or its error;
-    `load` busy processes and `spares` loops of worker start-ups run beside each."""
+    `load` busy processes and `spares` loops of worker start-ups (`spare_stages`, then `spare_linger_s` idle)
+    run beside each."""
     rows = []
     env = child_env(lock)
     for k in range(processes):
         busy = [subprocess.Popen([python, "-c", BUSY]) for _ in range(load)]
-        loops = [subprocess.Popen([python, "-c", SPARE_LOOP, SPARE], env=env, start_new_session=True)
-                 for _ in range(spares)]
+        loops = [subprocess.Popen([python, "-c", SPARE_LOOP, SPARE, spare_stages, str(spare_linger_s)], env=env,
+                                  start_new_session=True) for _ in range(spares)]
         try:
             done = subprocess.run([python, "-c", CHILD, str(repeats), "1" if hold else "0"], capture_output=True,
                                   text=True, timeout=timeout_s, env=env)
@@ -115,17 +118,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load", type=int, default=0, help="busy-looping processes beside each measuring one")
     ap.add_argument("--no-hold", action="store_true", help="time without the hold before each batch")
     ap.add_argument("--spares", type=int, default=0, help="loops of worker GPU start-ups beside each measuring one")
-    ap.add_argument("--no-lock", action="store_true", help="AKA_GPU_LOCK=off for every child")
+    ap.add_argument("--spare-stages", default=ALL_STAGES,
+                    help=f"warm_gpu's stages a start-up runs besides the context (default {ALL_STAGES}; '' none)")
+    ap.add_argument("--spare-linger", type=float, default=0.0, help="seconds a start-up idles before it exits")
+    ap.add_argument("--lock", action="store_true", help="AKA_GPU_LOCK=on for every child (else off)")
     args = ap.parse_args(argv)
-    if args.processes < 1 or args.repeats < 1 or args.load < 0 or args.spares < 0:
-        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load} "
-                 f"and --spares {args.spares}: at least 0")
+    stages = [s for s in args.spare_stages.split(",") if s]
+    if args.processes < 1 or args.repeats < 1 or args.load < 0 or args.spares < 0 or args.spare_linger < 0:
+        ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load}, "
+                 f"--spares {args.spares} and --spare-linger {args.spare_linger}: at least 0")
+    if set(stages) - set(ALL_STAGES.split(",")):
+        ap.error(f"--spare-stages {args.spare_stages!r}: give a comma-separated subset of {ALL_STAGES}")
     rows = measure(args.processes, args.repeats, load=args.load, hold=not args.no_hold, spares=args.spares,
-                   lock=not args.no_lock)
+                   lock=args.lock, spare_stages=",".join(stages), spare_linger_s=args.spare_linger)
     keys = ("batches", "held", "retried", "unheld", "lock_waits", "lock_wait_ms", "lock_timeouts")
     held = {k: sum((r.get("hold") or {}).get(k, 0) for r in rows) for k in keys}
-    result = {"load": args.load, "hold": not args.no_hold, "spares": args.spares, "lock": not args.no_lock,
-              "rows": rows, "summary": summary(rows), "hold_counts": held}
+    result = {"load": args.load, "hold": not args.no_hold, "spares": args.spares, "spare_stages": stages,
+              "spare_linger_s": args.spare_linger, "lock": args.lock, "rows": rows, "summary": summary(rows),
+              "hold_counts": held}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     for r in rows:
@@ -138,8 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
               f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
               f"{s['widest_within_one_process']:.2f}")
-    print(f"load {args.load}, spares {args.spares}, hold {'on' if not args.no_hold else 'off'}, lock "
-          f"{'on' if not args.no_lock else 'off'}: " + ", ".join(f"{k} {v}" for k, v in held.items()))
+    print(f"load {args.load}, spares {args.spares} ({','.join(stages) or 'context only'}, linger "
+          f"{args.spare_linger:g} s), hold {'on' if not args.no_hold else 'off'}, lock {'on' if args.lock else 'off'}: "
+          + ", ".join(f"{k} {v}" for k, v in held.items()))
     return 1 if any("error" in r for r in rows) else 0
 
 

@@ -57,14 +57,14 @@ def test_load_runs_busy_processes_beside_each_child_and_stops_them(tmp_path, mon
 
 def test_spares_loop_worker_start_ups_beside_each_child_and_stop_with_it(tmp_path, monkeypatch):
     """Each spare loop starts SPARE again and again while the child measures; the loops and their current
-    start-up are gone when measure returns; --no-lock reaches every child as AKA_GPU_LOCK=off."""
+    start-up are gone when measure returns; every child gets AKA_GPU_LOCK=off, or on with lock=True."""
     starts = tmp_path / "starts"
     monkeypatch.setattr(floor_spread, "SPARE", f"open({str(starts)!r}, 'a').write('x'); import time; time.sleep(0.05)")
     child = tmp_path / "child.py"
     child.write_text("import json, os, time\n"
                      "time.sleep(1.0)\n"
                      "lock = os.environ.get('AKA_GPU_LOCK', '')\n"
-                     "print(json.dumps({'parts': [{'plain': float(lock == 'off'), 'pdl': None}], 'hold': {}}))\n")
+                     "print(json.dumps({'parts': [{'plain': float(lock == 'on'), 'pdl': None}], 'hold': {}}))\n")
     monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
     assert floor_spread.measure(1, 1, python=sys.executable, spares=2)[0]["plain"] == [0.0]
     n = len(starts.read_text())
@@ -72,4 +72,18 @@ def test_spares_loop_worker_start_ups_beside_each_child_and_stop_with_it(tmp_pat
     import time
     time.sleep(0.5)
     assert len(starts.read_text()) == n                  # and none runs after measure returned
-    assert floor_spread.measure(1, 1, python=sys.executable, lock=False)[0]["plain"] == [1.0]
+    assert floor_spread.measure(1, 1, python=sys.executable, lock=True)[0]["plain"] == [1.0]
+
+
+def test_spare_passes_its_stages_and_linger_to_the_start_up(tmp_path, monkeypatch):
+    """SPARE gets the stages and the linger as its arguments (the real SPARE hands them to warm_gpu)."""
+    seen = tmp_path / "seen"
+    monkeypatch.setattr(floor_spread, "SPARE", f"import sys; open({str(seen)!r}, 'a').write(repr(sys.argv[1:]))")
+    child = tmp_path / "child.py"
+    child.write_text("import json, time\ntime.sleep(0.5)\n"
+                     "print(json.dumps({'parts': [{'plain': 1.0, 'pdl': None}], 'hold': {}}))\n")
+    monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
+    floor_spread.measure(1, 1, python=sys.executable, spares=1, spare_stages="profiler_init", spare_linger_s=0.25)
+    assert "['profiler_init', '0.25']" in seen.read_text()
+    with pytest.raises(SystemExit):
+        floor_spread.main(["--out", str(tmp_path / "o.json"), "--spare-stages", "cuda_init,bogus"])

@@ -61,12 +61,16 @@ def test_a_waiter_goes_on_without_the_lock_after_its_timeout_and_counts_it(lock_
         holder.wait()
 
 
-def test_off_takes_no_lock_and_the_default_file_is_per_visible_devices(monkeypatch, tmp_path):
-    monkeypatch.setenv(gpu_lock.ENV, "off")
-    assert gpu_lock.lock_path() is None
-    with gpu_lock.exclusive():
-        pass
-    monkeypatch.delenv(gpu_lock.ENV)
+def test_off_unless_set_and_the_default_file_is_per_visible_devices(monkeypatch, tmp_path):
+    for value in ("off", "", None):
+        if value is None:
+            monkeypatch.delenv(gpu_lock.ENV, raising=False)
+        else:
+            monkeypatch.setenv(gpu_lock.ENV, value)
+        assert gpu_lock.lock_path() is None
+        with gpu_lock.exclusive():
+            pass
+    monkeypatch.setenv(gpu_lock.ENV, "on")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     a = gpu_lock.lock_path(0)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
@@ -102,3 +106,20 @@ def test_held_batch_holds_the_lock_around_every_try():
                          stats=dict.fromkeys(gpu_timer.HOLD_STATS, 0), lock=Lock)
     assert calls[0] == "lock" and calls[-1] == "unlock" and calls.count("queue") == 2
     assert "lock" not in calls[1:-1] and "unlock" not in calls[1:-1]
+
+
+def test_a_nested_use_does_not_wait_and_the_outer_one_still_keeps_others_out(lock_file):
+    """A timed phase holds the lock and its batches take it again: the inner use must not wait for itself."""
+    stats = dict.fromkeys(gpu_lock.STATS, 0)
+    probe = ("import sys; from benchmarks import gpu_lock\n"
+             "s = dict.fromkeys(gpu_lock.STATS, 0)\n"
+             "with gpu_lock.exclusive(timeout_s=0.2, stats=s): pass\n"
+             "print(s['lock_timeouts'])")
+    with gpu_lock.exclusive(stats=stats):
+        with gpu_lock.exclusive(timeout_s=0.1, stats=stats):
+            other = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert stats == {"lock_waits": 0, "lock_wait_ms": 0, "lock_timeouts": 0}
+    assert other.stdout.strip() == "1"                   # the other process timed out: the lock was held
+    with gpu_lock.exclusive(timeout_s=0.1, stats=stats):  # and it was let go at the outer exit
+        pass
+    assert stats["lock_timeouts"] == 0

@@ -70,7 +70,8 @@ CONFIGS = {
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): the kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
     # start at once (gdc_launch_dependents). On an H100 it took 0.99-1.02 of the time without it (one timing a shape,
-    # session22_h100.md): off; the H200 has not timed it (the variant `pdl`).
+    # session22_h100.md) and 1.004-1.014 at T = 16-4096 (medians of 9 paired rounds, session38_h100.md, where a
+    # search had accepted it beside the worker pool's start-ups): off; the H200 has not timed it (the variant `pdl`).
     "PDL": 0,
 }
 SEARCH_SPACE = {"PRELOAD_WB": [0, 1], "RSQRT": [0, 1], "CHAN": [0, 4, 8], "SHIFT": [0, 1], "even": [0, 1],

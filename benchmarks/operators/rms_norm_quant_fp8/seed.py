@@ -42,8 +42,8 @@ CONFIGS = {
     },
     # PDL=1: programmatic dependent launch on GPUs that have it (compute capability 9+): each kernel may start while
     # the one before it in the stream finishes, waits for it (gdc_wait) before its first load and lets the next one
-    # start at once (gdc_launch_dependents). Off: on H100s 1.00-1.04 of the time (session 22) and 1.01-1.02 at
-    # decode in 9 paired rounds (session 36, the variant `pdl`).
+    # start at once (gdc_launch_dependents). Off: on H100s 1.00-1.04 of the time (session 22), 1.01-1.02 at decode in
+    # 9 paired rounds (session 36, the variant `pdl`) and 1.001-1.034 at T = 16-256 in 9 more (session38_h100.md).
     "PDL": 0,
 }
 # code paths, not sizes: the offline search may flip them
