@@ -36,7 +36,7 @@ EXIT_GRACE_S = 5.0
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH", "TMPDIR", "CUDA_HOME", "CUDA_PATH",
              "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH",
              "TRITON_LIBCUDA_PATH", "TORCHINDUCTOR_CACHE_DIR",
-             "AKA_GPU_LOCK")    # the GPU's lock file, or off (benchmarks/gpu_lock.py)
+             "AKA_GPU_LOCK")    # the GPU's lock: on, its file's path, or off (benchmarks/gpu_lock.py)
 _ENV_KEEP_PREFIXES = ("CUDA_VISIBLE", "CUDA_DEVICE", "NVIDIA_")
 
 _SIGNAL_HINTS = {
