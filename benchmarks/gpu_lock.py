@@ -32,7 +32,7 @@ import tempfile
 import time
 
 ENV = "AKA_GPU_LOCK"
-WAIT_TIMEOUT_S = 30.0            # a worker's GPU start-up took 1-6 s on the H200 (the first CUPTI session 5.4)
+WAIT_TIMEOUT_S = 30.0            # a start-up's GPU stages: 3.2 s on an H100 (session 38), CUPTI 5.4 on the H200
 POLL_S = 0.001
 STATS = {"lock_waits": 0, "lock_wait_ms": 0, "lock_timeouts": 0}
 
@@ -69,7 +69,11 @@ def exclusive(device_index: int = 0, timeout_s: float = WAIT_TIMEOUT_S, stats: d
             _held["depth"] -= 1
         return
     import fcntl
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as e:
+        raise OSError(f"{ENV}={os.environ.get(ENV)!r}: cannot open the GPU's lock file {path} ({e.strerror}); set it "
+                      f"to a writable file's path, to on (a file in {tempfile.gettempdir()}) or to off") from e
     try:
         locked, t0 = False, time.monotonic()
         while True:

@@ -123,3 +123,10 @@ def test_a_nested_use_does_not_wait_and_the_outer_one_still_keeps_others_out(loc
     with gpu_lock.exclusive(timeout_s=0.1, stats=stats):  # and it was let go at the outer exit
         pass
     assert stats["lock_timeouts"] == 0
+
+
+def test_a_lock_file_that_cannot_be_opened_names_the_setting_and_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv(gpu_lock.ENV, str(tmp_path / "no" / "such" / "dir" / "gpu.lock"))
+    with pytest.raises(OSError, match="AKA_GPU_LOCK=.*writable.*on.*off"):
+        with gpu_lock.exclusive():
+            pass
