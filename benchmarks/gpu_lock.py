@@ -14,8 +14,8 @@ What the lock costs is not yet known either: a start-up's GPU stages took 3.2 s 
 CUPTI, 0.5 digest kernel) and a search screen about 1 s, so a lock around all of them would make a search wait
 for its spares. With a lock around every timed batch, session 38's floor study beside three start-up loops did
 not finish in 150 s: the batches queued behind the start-ups one by one. So timing takes it once per timed
-phase (gpu_timer.graph_samples, eager_samples, the A/B rounds), and a process that already holds it does not
-wait again (nested uses are free).
+phase (gpu_timer.graph_samples, eager_samples, the A/B rounds), not per batch; a process that already holds it
+does not wait for it again (a nested use is free, where it would otherwise wait out its own timeout).
 
 How: `exclusive()` takes an flock on one file per GPU: AKA_GPU_LOCK=on picks a file in the temp directory keyed
 by CUDA_VISIBLE_DEVICES and the device index, any other value is the file's path, unset or off turns the lock
@@ -56,50 +56,48 @@ def lock_path(device_index: int = 0) -> str | None:
 def exclusive(device_index: int = 0, timeout_s: float = WAIT_TIMEOUT_S, stats: dict | None = None):
     """Hold the GPU's lock for the block; wait for it at most timeout_s, then run the block without it. stats
     (STATS by default) counts the waits, the milliseconds waited and the timeouts."""
-    stats = STATS if stats is None else stats
     path = lock_path(device_index)
     if path is None:
         yield
         return
-    if _held["depth"]:
-        _held["depth"] += 1
-        try:
-            yield
-        finally:
-            _held["depth"] -= 1
-        return
+    fd = None if _held["depth"] else _acquire(path, timeout_s, STATS if stats is None else stats)
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if fd is not None:
+            import fcntl
+            fcntl.flock(fd, fcntl.LOCK_UN)   # explicit: a child forked meanwhile shares the descriptor's lock
+            os.close(fd)
+
+
+def _acquire(path: str, timeout_s: float, stats: dict) -> int:
+    """An open descriptor of `path`, flocked unless timeout_s ran out first (counted in stats)."""
     import fcntl
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as e:
         raise OSError(f"{ENV}={os.environ.get(ENV)!r}: cannot open the GPU's lock file {path} ({e.strerror}); set it "
                       f"to a writable file's path, to on (a file in {tempfile.gettempdir()}) or to off") from e
-    try:
-        locked, t0 = False, time.monotonic()
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                locked = True
-                break
-            except BlockingIOError:
-                if time.monotonic() - t0 >= timeout_s:
-                    break
-                time.sleep(POLL_S)
-        waited = time.monotonic() - t0
-        if waited >= POLL_S:
-            stats["lock_waits"] += 1
-            stats["lock_wait_ms"] += int(round(waited * 1e3))
-        if not locked:
-            stats["lock_timeouts"] += 1
-        _held["depth"] += 1
+    t0 = time.monotonic()
+    while True:
         try:
-            yield
-        finally:
-            _held["depth"] -= 1
-            if locked:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            locked = True
+            break
+        except BlockingIOError:
+            if time.monotonic() - t0 >= timeout_s:
+                locked = False
+                break
+            time.sleep(POLL_S)
+    waited = time.monotonic() - t0
+    if waited >= POLL_S:
+        stats["lock_waits"] += 1
+        stats["lock_wait_ms"] += int(round(waited * 1e3))
+    if not locked:
+        stats["lock_timeouts"] += 1
+    return fd
 
 
 def take_stats() -> dict:

@@ -14,9 +14,8 @@ a pre-started worker's GPU start-up waits until the timed replays are done.
 """
 from __future__ import annotations
 
-import contextlib
 import math
-from typing import Any, Callable, ContextManager, Sequence
+from typing import Any, Callable, Sequence
 
 import triton
 import triton.language as tl
@@ -326,8 +325,7 @@ HOLD_STATS = {"batches": 0, "held": 0, "retried": 0, "unheld": 0}
 
 
 def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None, started: Callable[[], bool],
-               sync: Callable[[], Any], ops: int, stats: dict | None = None,
-               lock: Callable[[], ContextManager] = contextlib.nullcontext) -> bool:
+               sync: Callable[[], Any], ops: int, stats: dict | None = None) -> bool:
     """Queue a timed batch behind a hold and say whether the hold covered it (pure policy: the CUDA calls come in).
 
     hold(seconds) makes the GPU wait that long before what is queued next; queue() records the batch's first
@@ -337,15 +335,10 @@ def held_batch(queue: Callable[[], Any], *, hold: Callable[[float], Any] | None,
     longer hold, HOLD_TRIES times in all; after that its last run stands and is counted as unheld.
     stats (HOLD_STATS by default) counts batches, those held (at the first try or a later one), retried, unheld.
     hold=None (a torch without torch.cuda._sleep): the batch runs once, unheld, as every batch did before holds.
-    lock() is held around the whole batch, its tries included (the GPU's lock, gpu_lock.py: free where the
-    caller already holds it for its whole timed phase, as graph_samples and the A/B rounds do).
+    The GPU's lock (gpu_lock.py) is not taken here: the callers hold it for their whole timed phase
+    (graph_samples, the A/B rounds).
     """
-    with lock():
-        return _held_batch(queue, hold=hold, started=started, sync=sync, ops=ops,
-                           stats=HOLD_STATS if stats is None else stats)
-
-
-def _held_batch(queue, *, hold, started, sync, ops: int, stats: dict) -> bool:
+    stats = HOLD_STATS if stats is None else stats
     stats["batches"] += 1
     if hold is None:
         sync()
@@ -389,8 +382,7 @@ def cuda_held_batch(queue: Callable[[], Any], first_event, *, ops: int) -> bool:
     """held_batch on the current CUDA stream: first_event is the batch's first event (queue records it)."""
     import torch
     hold = _gpu_hold if HOLD_ENABLED and hasattr(torch.cuda, "_sleep") else None
-    return held_batch(queue, hold=hold, started=first_event.query, sync=torch.cuda.synchronize, ops=ops,
-                      lock=lambda: gpu_lock.exclusive(torch.cuda.current_device()))
+    return held_batch(queue, hold=hold, started=first_event.query, sync=torch.cuda.synchronize, ops=ops)
 
 
 def eager_samples(fn: Callable[[dict], Any], input_sets: Sequence[dict], *, reps: int, flush) -> list[float]:

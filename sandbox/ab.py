@@ -129,7 +129,7 @@ def measure_ab(req, other_source: str, *, operator_dir: str | None = None, pool:
 
 def on_ab_time(worker, msg: dict) -> None:
     """The worker's "ab_time" handler: both loaded kernels, one shape, `rounds` interleaved rounds."""
-    from benchmarks import gpu_timer
+    from benchmarks import gpu_lock, gpu_timer
     torch = worker.torch
     clock = StageClock()       # seconds per step of this shape, summed by the parent as ab_rounds/<step>
     fns = [_with_cache(_guarded(fn), folder) for fn, folder in zip((worker.fn, worker.fn_b), worker.cache_dirs)]
@@ -172,7 +172,6 @@ def on_ab_time(worker, msg: dict) -> None:
         return
     times: list[list[float]] = [[], []]
     t_rounds = time.monotonic()
-    from benchmarks import gpu_lock
     with gpu_lock.exclusive(torch.cuda.current_device()):     # the rounds as one timed phase (off unless set)
         for order in round_order(int(msg["rounds"])):
             # both kernels' replays, each followed by a flush-only one, queued whole behind a hold (gpu_timer)

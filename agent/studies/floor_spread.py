@@ -35,6 +35,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sandbox.gpu_gates import add_hold_stats
+from sandbox.worker import WARM_STAGES
+
 CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLED = sys.argv[2] == '1'; "
          "parts = [{k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()} "
          "for _ in range(int(sys.argv[1]))]; print(json.dumps({'parts': parts, 'hold': g.take_hold_stats()}))")
@@ -43,7 +46,7 @@ SPARE = ("import sys, time, torch; from sandbox.worker import warm_gpu\n"
          "warm_gpu(torch, sys.argv[1].split(',') if sys.argv[1] else ()); time.sleep(float(sys.argv[2]))")
 SPARE_LOOP = ("import subprocess, sys\n"
               "while True: subprocess.run([sys.executable, '-c'] + sys.argv[1:], stdout=subprocess.DEVNULL)")
-ALL_STAGES = "cuda_init,profiler_init,digest_compile"
+ALL_STAGES = ",".join(WARM_STAGES)
 
 
 def child_env(lock: bool) -> dict:
@@ -127,12 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.processes < 1 or args.repeats < 1 or args.load < 0 or args.spares < 0 or args.spare_linger < 0:
         ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load}, "
                  f"--spares {args.spares} and --spare-linger {args.spare_linger}: at least 0")
-    if set(stages) - set(ALL_STAGES.split(",")):
+    if set(stages) - set(WARM_STAGES):
         ap.error(f"--spare-stages {args.spare_stages!r}: give a comma-separated subset of {ALL_STAGES}")
     rows = measure(args.processes, args.repeats, load=args.load, hold=not args.no_hold, spares=args.spares,
                    lock=args.lock, spare_stages=",".join(stages), spare_linger_s=args.spare_linger)
-    keys = ("batches", "held", "retried", "unheld", "lock_waits", "lock_wait_ms", "lock_timeouts")
-    held = {k: sum((r.get("hold") or {}).get(k, 0) for r in rows) for k in keys}
+    held: dict = {}
+    for r in rows:
+        add_hold_stats(held, r.get("hold"))
     result = {"load": args.load, "hold": not args.no_hold, "spares": args.spares, "spare_stages": stages,
               "spare_linger_s": args.spare_linger, "lock": args.lock, "rows": rows, "summary": summary(rows),
               "hold_counts": held}

@@ -89,25 +89,6 @@ def test_take_stats_resets_and_the_timer_reports_them_with_its_hold_counts(lock_
     assert gpu_lock.take_stats() == {"lock_waits": 0, "lock_wait_ms": 0, "lock_timeouts": 0}
 
 
-def test_held_batch_holds_the_lock_around_every_try():
-    """The lock is entered before the first sync and left after the last try's sync."""
-    calls = []
-
-    class Lock:
-        def __enter__(self):
-            calls.append("lock")
-
-        def __exit__(self, *exc):
-            calls.append("unlock")
-
-    started = iter([True, False])
-    gpu_timer.held_batch(lambda: calls.append("queue"), hold=lambda s: calls.append("hold"),
-                         started=lambda: next(started), sync=lambda: calls.append("sync"), ops=1,
-                         stats=dict.fromkeys(gpu_timer.HOLD_STATS, 0), lock=Lock)
-    assert calls[0] == "lock" and calls[-1] == "unlock" and calls.count("queue") == 2
-    assert "lock" not in calls[1:-1] and "unlock" not in calls[1:-1]
-
-
 def test_a_nested_use_does_not_wait_and_the_outer_one_still_keeps_others_out(lock_file):
     """A timed phase holds the lock and its batches take it again: the inner use must not wait for itself."""
     stats = dict.fromkeys(gpu_lock.STATS, 0)
