@@ -121,11 +121,12 @@ class WorkerProcess:
     """One spawned worker. Use as a context manager: leaving kills its process group and deletes its files."""
 
     def __init__(self, *, interpreter: bool, timeout_s: float, network_namespace: bool = True,
-                 warm_cuda: bool = False, fork_server: bool = True):
+                 warm_cuda: bool = False, warm_stages: tuple[str, ...] | None = None, fork_server: bool = True):
         self.interpreter = interpreter
         self.fork_server = fork_server and interpreter      # GPU workers are spawned (and pre-started)
         self.started_by = "not started"
         self.warm_cuda = warm_cuda and not interpreter   # create the CUDA context before any request
+        self.warm_stages = warm_stages                   # with warm_cuda: warm_gpu's stages (None: all of them)
         self.started_at = float("nan")
         self.timeout_s = float(timeout_s)
         self.tmp = Path(tempfile.mkdtemp(prefix="aka-eval-"))
@@ -160,6 +161,8 @@ class WorkerProcess:
             args += ["--address-space-limit", str(INTERPRETER_ADDRESS_SPACE)]
         if self.warm_cuda:
             args += ["--warm-cuda"]
+            if self.warm_stages is not None:
+                args += ["--warm-stages", ",".join(self.warm_stages)]
         if self.network_namespace:
             args += ["--loopback-up"]
         env = worker_environment(interpreter=self.interpreter, home=self.home)

@@ -20,17 +20,20 @@ from sandbox.isolation import WorkerProcess
 
 
 class WorkerPool:
-    def __init__(self, *, prestart: bool = True, gpu_spares: int = 4, fork_server: bool = True):
+    def __init__(self, *, prestart: bool = True, gpu_spares: int = 4, fork_server: bool = True,
+                 gpu_warm_stages: tuple[str, ...] | None = None):
         if gpu_spares < 1:
             raise ValueError(f"gpu_spares={gpu_spares}: at least 1 (turn pre-starting off with prestart=False)")
         self.prestart, self.gpu_spares, self.fork_server = prestart, gpu_spares, fork_server
+        self.gpu_warm_stages = gpu_warm_stages      # a GPU worker's start-up stages (None: warm_gpu's default)
         self._spares: dict[tuple[bool, bool], list[WorkerProcess]] = {}
         self.started = 0           # workers spawned (for tests and the stage breakdown)
 
     def _spawn(self, interpreter: bool, network_namespace: bool, timeout_s: float) -> WorkerProcess:
         self.started += 1
         return WorkerProcess(interpreter=interpreter, timeout_s=timeout_s, network_namespace=network_namespace,
-                             warm_cuda=not interpreter, fork_server=self.fork_server).start()
+                             warm_cuda=not interpreter, warm_stages=self.gpu_warm_stages,
+                             fork_server=self.fork_server).start()
 
     def take(self, *, interpreter: bool, timeout_s: float, network_namespace: bool = True
              ) -> tuple[WorkerProcess, bool]:

@@ -30,7 +30,7 @@ class Sandbox:
         settings.validate()
         self.settings, self.operator_dir = settings, operator_dir
         self.pool = WorkerPool(prestart=settings.prestart, gpu_spares=settings.gpu_spares,
-                               fork_server=settings.fork_server)
+                               fork_server=settings.fork_server, gpu_warm_stages=settings.gpu_warm_stages)
         self.cache = CompileCache(cache_dir) if settings.compile_cache else None
 
     def __call__(self, req: EvalRequest, **options) -> EvalResult:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# A pre-started GPU worker's start-up stages (sandbox/worker.py warm_gpu), in the order they run; the CUDA context
+# always comes first, whichever others are asked for.
+WARM_STAGES = ("cuda_init", "profiler_init", "digest_compile")
+
 
 @dataclass(frozen=True)
 class SandboxSettings:
@@ -47,6 +51,11 @@ class SandboxSettings:
     timing-only screen 1.1-1.5 s, so with two spares a 5-GPU-minute silu_and_mul run spent 103 of its 235
     evaluation seconds waiting for a worker. Each spare holds a CUDA context and a few host cores while it
     starts."""
+    gpu_warm_stages: tuple[str, ...] = WARM_STAGES
+    """What a spare GPU worker does before it is handed a candidate, besides the CUDA context (always): the
+    profiler's CUPTI start-up (profiler_init: 5.4 s on the H200, otherwise paid by the first evaluation that
+    profiles) and the input digests' kernel (digest_compile). A spare runs them while another worker times its
+    kernels (benchmarks/gpu_lock.py says what that did to the timed floor)."""
     compile_cache: bool = True
     """One Triton cache directory per candidate source (sha256), shared by the evaluations of that source
     in a run and sealed after its first evaluation (sandbox/compile_cache.py); off: the worker's private
@@ -76,6 +85,10 @@ class SandboxSettings:
         if self.gpu_spares < 1:
             raise ValueError(f"sandbox.gpu_spares={self.gpu_spares}: at least 1 (4 is the default; turn "
                              f"pre-starting off with sandbox.prestart=false)")
+        unknown = sorted(set(self.gpu_warm_stages) - set(WARM_STAGES))
+        if unknown:
+            raise ValueError(f"sandbox.gpu_warm_stages={list(self.gpu_warm_stages)}: {unknown} not among "
+                             f"{list(WARM_STAGES)}; give a subset of them ([] for the CUDA context only)")
         if self.holdout_trials < 1:
             raise ValueError(f"sandbox.holdout_trials={self.holdout_trials}: at least 1 (the default)")
         if not 0 < self.gpu_memory_fraction <= 1:

@@ -22,6 +22,7 @@ import time
 import traceback
 
 from sandbox import protocol
+from sandbox.settings import WARM_STAGES
 
 CANDIDATE_MODULE = "aka_candidate"
 MAX_INPUT_SET_BYTES = 1 << 30     # rotated timing input sets: at most 1 GiB of them per shape
@@ -444,7 +445,7 @@ class Worker:
         on_ab_time(self, msg)
 
     # ---- main loop -------------------------------------------------------------------------------
-    def serve(self, warm_cuda: bool = False) -> None:
+    def serve(self, warm_cuda: bool = False, warm_stages=WARM_STAGES) -> None:
         t0 = time.monotonic()
         import torch
         self.torch = torch
@@ -462,7 +463,7 @@ class Worker:
             hello["triton_error"] = f"{type(e).__name__}: {e}"
         stage_s = {"imports": time.monotonic() - t0}
         if warm_cuda and torch.cuda.is_available():
-            stage_s.update(warm_gpu(torch))
+            stage_s.update(warm_gpu(torch, warm_stages))
         hello["stage_s"] = stage_s
         self.device = torch.device("cpu")
         self.reply(hello)
@@ -490,9 +491,6 @@ class Worker:
                 else:
                     self.reply({"kind": "harness_error", "request": kind, "traceback": traceback.format_exc()[-6000:]})
                 os._exit(0)
-
-
-WARM_STAGES = ("cuda_init", "profiler_init", "digest_compile")
 
 
 def warm_gpu(torch, stages=WARM_STAGES) -> dict[str, float]:
@@ -575,6 +573,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--file-size-limit", type=int, required=True)
     ap.add_argument("--address-space-limit", type=int, default=None)
     ap.add_argument("--warm-cuda", action="store_true", help="create the CUDA context before the first request")
+    ap.add_argument("--warm-stages", default=",".join(WARM_STAGES),
+                    help=f"with --warm-cuda: warm_gpu's stages, comma-separated (default {','.join(WARM_STAGES)}; "
+                         f"'' the context only)")
     ap.add_argument("--loopback-up", action="store_true", help="bring up lo (only inside a new network namespace)")
     args = ap.parse_args(argv)
     _apply_limits(args.file_size_limit, args.address_space_limit)
@@ -585,7 +586,7 @@ def main(argv: list[str] | None = None) -> None:
         compile_gate.start_spare()
     worker = Worker(args.requests, args.replies)
     worker.loopback = _bring_loopback_up() if args.loopback_up else None
-    worker.serve(warm_cuda=args.warm_cuda)
+    worker.serve(warm_cuda=args.warm_cuda, warm_stages=tuple(s for s in args.warm_stages.split(",") if s))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@ does a pre-started worker's GPU start-up (sandbox/worker.py warm_gpu: CUDA conte
 pool does beside every evaluation: with 3 loops, all stages and no linger the floor read 0.94-1.64 (session 38,
 an H100). `--lock` turns the GPU's lock on in every child (AKA_GPU_LOCK=on, benchmarks/gpu_lock.py), so the
 start-ups wait for the timed replays and the replays for the start-ups; without it AKA_GPU_LOCK=off is set.
+
+Those spares' floors were lower (0.94-1.2 against 1.43-1.56 quiet), never higher: work of another context
+seems to keep the GPU's clocks up between the replays, where a quiet GPU lets them drop. So each child also reads
+the SM clock (NVML) after each floor (`sm_mhz`, None without nvidia-ml-py), and `--gpu-tick N` runs N processes
+that each launch one tiny kernel every millisecond and nothing else: GPU activity of other contexts without a
+start-up (no context created, no CUPTI, no exit while measuring).
 """
 from __future__ import annotations
 
@@ -38,9 +44,20 @@ from pathlib import Path
 from sandbox.gpu_gates import add_hold_stats
 from sandbox.worker import WARM_STAGES
 
-CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLED = sys.argv[2] == '1'; "
-         "parts = [{k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()} "
-         "for _ in range(int(sys.argv[1]))]; print(json.dumps({'parts': parts, 'hold': g.take_hold_stats()}))")
+CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLED = sys.argv[2] == '1'\n"
+         "try:\n"
+         "    import pynvml; pynvml.nvmlInit(); h = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
+         "    clock = lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)\n"
+         "except Exception:\n"
+         "    clock = lambda: None\n"
+         "parts = []\n"
+         "for _ in range(int(sys.argv[1])):\n"
+         "    p = {k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()}\n"
+         "    parts.append(dict(p, sm_mhz=clock()))\n"
+         "print(json.dumps({'parts': parts, 'hold': g.take_hold_stats()}))")
+# One tiny kernel a millisecond, forever (GPU activity of another context, nothing else)
+GPU_TICK = ("import time, torch\nx = torch.zeros(1, device='cuda')\n"
+            "while True:\n    x.add_(1); torch.cuda.synchronize(); time.sleep(0.001)")
 BUSY = "while True: pass"
 SPARE = ("import sys, time, torch; from sandbox.worker import warm_gpu\n"
          "warm_gpu(torch, sys.argv[1].split(',') if sys.argv[1] else ()); time.sleep(float(sys.argv[2]))")
@@ -65,16 +82,17 @@ def _stop_group(proc: subprocess.Popen) -> None:
 
 def measure(processes: int, repeats: int, python: str = sys.executable, timeout_s: float = 120.0, load: int = 0,
             hold: bool = True, spares: int = 0, lock: bool = False, spare_stages: str = ALL_STAGES,
-            spare_linger_s: float = 0.0) -> list[dict]:
+            spare_linger_s: float = 0.0, gpu_tick: int = 0) -> list[dict]:
     """One row per process: its `repeats` plain and PDL floors (us) and hold and lock counts, or its error;
     `load` busy processes and `spares` loops of worker start-ups (`spare_stages`, then `spare_linger_s` idle)
-    run beside each."""
+    run beside each, and `gpu_tick` processes launching a tiny kernel every millisecond."""
     rows = []
     env = child_env(lock)
     for k in range(processes):
         busy = [subprocess.Popen([python, "-c", BUSY]) for _ in range(load)]
         loops = [subprocess.Popen([python, "-c", SPARE_LOOP, SPARE, spare_stages, str(spare_linger_s)], env=env,
                                   start_new_session=True) for _ in range(spares)]
+        loops += [subprocess.Popen([python, "-c", GPU_TICK], env=env, start_new_session=True) for _ in range(gpu_tick)]
         try:
             done = subprocess.run([python, "-c", CHILD, str(repeats), "1" if hold else "0"], capture_output=True,
                                   text=True, timeout=timeout_s, env=env)
@@ -93,7 +111,7 @@ def measure(processes: int, repeats: int, python: str = sys.executable, timeout_
         reply = json.loads(done.stdout.strip().splitlines()[-1])
         parts = reply["parts"]
         rows.append({"process": k, "plain": [p["plain"] for p in parts], "pdl": [p["pdl"] for p in parts],
-                     "hold": reply["hold"]})
+                     "sm_mhz": [p.get("sm_mhz") for p in parts], "hold": reply["hold"]})
     return rows
 
 
@@ -125,20 +143,26 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"warm_gpu's stages a start-up runs besides the context (default {ALL_STAGES}; '' none)")
     ap.add_argument("--spare-linger", type=float, default=0.0, help="seconds a start-up idles before it exits")
     ap.add_argument("--lock", action="store_true", help="AKA_GPU_LOCK=on for every child (else off)")
+    ap.add_argument("--gpu-tick", type=int, default=0,
+                    help="processes beside each measuring one that launch a tiny kernel every millisecond")
     args = ap.parse_args(argv)
     stages = [s for s in args.spare_stages.split(",") if s]
-    if args.processes < 1 or args.repeats < 1 or args.load < 0 or args.spares < 0 or args.spare_linger < 0:
+    if (args.processes < 1 or args.repeats < 1 or args.load < 0 or args.spares < 0 or args.spare_linger < 0
+            or args.gpu_tick < 0):
         ap.error(f"--processes {args.processes} and --repeats {args.repeats}: each at least 1; --load {args.load}, "
-                 f"--spares {args.spares} and --spare-linger {args.spare_linger}: at least 0")
+                 f"--spares {args.spares}, --spare-linger {args.spare_linger} and --gpu-tick {args.gpu_tick}: at "
+                 f"least 0")
     if set(stages) - set(WARM_STAGES):
         ap.error(f"--spare-stages {args.spare_stages!r}: give a comma-separated subset of {ALL_STAGES}")
     rows = measure(args.processes, args.repeats, load=args.load, hold=not args.no_hold, spares=args.spares,
-                   lock=args.lock, spare_stages=",".join(stages), spare_linger_s=args.spare_linger)
+                   lock=args.lock, spare_stages=",".join(stages), spare_linger_s=args.spare_linger,
+                   gpu_tick=args.gpu_tick)
     held: dict = {}
     for r in rows:
         add_hold_stats(held, r.get("hold"))
     result = {"load": args.load, "hold": not args.no_hold, "spares": args.spares, "spare_stages": stages,
-              "spare_linger_s": args.spare_linger, "lock": args.lock, "rows": rows, "summary": summary(rows),
+              "spare_linger_s": args.spare_linger, "lock": args.lock, "gpu_tick": args.gpu_tick, "rows": rows,
+              "summary": summary(rows),
               "hold_counts": held}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
@@ -147,13 +171,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"process {r['process']}: {r['error']}")
         else:
             fmt = lambda xs: " ".join("-" if x is None else f"{x:.2f}" for x in xs)   # noqa: E731
-            print(f"process {r['process']}: plain {fmt(r['plain'])} | pdl {fmt(r['pdl'])}")
+            mhz = " ".join("-" if c is None else str(c) for c in r["sm_mhz"])
+            print(f"process {r['process']}: plain {fmt(r['plain'])} | pdl {fmt(r['pdl'])} | SM MHz {mhz}")
     for kind, s in result["summary"].items():
         print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
               f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
               f"{s['widest_within_one_process']:.2f}")
     print(f"load {args.load}, spares {args.spares} ({','.join(stages) or 'context only'}, linger "
-          f"{args.spare_linger:g} s), hold {'on' if not args.no_hold else 'off'}, lock {'on' if args.lock else 'off'}: "
+          f"{args.spare_linger:g} s), gpu ticks {args.gpu_tick}, hold {'on' if not args.no_hold else 'off'}, lock {'on' if args.lock else 'off'}: "
           + ", ".join(f"{k} {v}" for k, v in held.items()))
     return 1 if any("error" in r for r in rows) else 0
 

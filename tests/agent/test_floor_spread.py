@@ -30,8 +30,8 @@ def test_measure_collects_each_child_processes_line_and_its_failure(tmp_path, mo
                      "    sys.exit('no GPU here')\n")
     monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
     rows = floor_spread.measure(2, 2, python=sys.executable)
-    assert rows == [{"process": k, "plain": [1.5, 1.4], "pdl": [None, None], "hold": {"batches": 4, "unheld": 0}}
-                    for k in (0, 1)]
+    assert rows == [{"process": k, "plain": [1.5, 1.4], "pdl": [None, None], "sm_mhz": [None, None],
+                     "hold": {"batches": 4, "unheld": 0}} for k in (0, 1)]
     rows = floor_spread.measure(1, 2, python=sys.executable, hold=False)
     assert rows[0]["hold"] == {"batches": 4, "unheld": 4}
     rows = floor_spread.measure(1, 3, python=sys.executable)
@@ -87,3 +87,25 @@ def test_spare_passes_its_stages_and_linger_to_the_start_up(tmp_path, monkeypatc
     assert "['profiler_init', '0.25']" in seen.read_text()
     with pytest.raises(SystemExit):
         floor_spread.main(["--out", str(tmp_path / "o.json"), "--spare-stages", "cuda_init,bogus"])
+
+
+def test_gpu_ticks_run_beside_the_child_and_stop_with_it(tmp_path, monkeypatch):
+    """--gpu-tick's processes run while the child measures and are gone after; a row keeps each floor's SM clock
+    (None where the child had no NVML reading)."""
+    ticks = tmp_path / "ticks"
+    monkeypatch.setattr(floor_spread, "GPU_TICK", f"import time\nwhile True:\n    open({str(ticks)!r}, 'a').write('x'); "
+                                                  f"time.sleep(0.01)")
+    child = tmp_path / "child.py"
+    child.write_text("import json, time\ntime.sleep(1.0)\n"
+                     "print(json.dumps({'parts': [{'plain': 1.0, 'pdl': None, 'sm_mhz': 1980}, "
+                     "{'plain': 1.1, 'pdl': None}], 'hold': {}}))\n")
+    monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
+    row = floor_spread.measure(1, 2, python=sys.executable, gpu_tick=2)[0]
+    assert row["sm_mhz"] == [1980, None]
+    n = len(ticks.read_text())
+    assert n >= 2
+    import time
+    time.sleep(0.3)
+    assert len(ticks.read_text()) == n
+    compile(floor_spread.CHILD, "child", "exec")          # the real child and tick loop are valid Python
+    compile(floor_spread.GPU_TICK, "tick", "exec")

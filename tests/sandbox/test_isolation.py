@@ -374,3 +374,22 @@ def test_the_pool_keeps_gpu_spares_per_kind_and_one_interpreter_spare(monkeypatc
     assert pool._spares == {} and all(w.closed for w in waiting) and not first.closed and not second.closed
     with pytest.raises(ValueError, match="gpu_spares=0"):
         WorkerPool(gpu_spares=0)
+
+
+@pytest.mark.parametrize("stages, expected", [(("digest_compile",), "digest_compile"), ((), ""), (None, None)])
+def test_a_gpu_spare_is_started_with_the_pools_warm_stages(stages, expected):
+    """The pool's gpu_warm_stages reach the spare's command line (sandbox.worker --warm-stages), none: warm_gpu's
+    default. A real spawned worker: on a host without a GPU it only skips the warm-up itself."""
+    from sandbox.prestart import WorkerPool
+    with WorkerPool(gpu_spares=1, gpu_warm_stages=stages) as pool:
+        worker, _ = pool.take(interpreter=False, timeout_s=60.0, network_namespace=False)
+        try:
+            argv = open(f"/proc/{worker.proc.pid}/cmdline", "rb").read().split(b"\0")
+            args = [a.decode() for a in argv]
+            assert "--warm-cuda" in args
+            if expected is None:
+                assert "--warm-stages" not in args
+            else:
+                assert args[args.index("--warm-stages") + 1] == expected
+        finally:
+            worker.close()

@@ -18,8 +18,16 @@ def test_the_config_section_is_the_sandbox_settings_object():
     ({"timeout_s": 0}, "must be positive"),
     ({"dsl_threshold": 2}, r"\[0, 1\]"),
     ({"ab_rounds": 3}, "at least 4 rounds"),
+    ({"gpu_warm_stages": ("cuda_init", "cupti")}, r"\['cupti'\] not among.*profiler_init"),
 ])
 def test_bad_settings_name_the_value_and_the_limit(kw, message):
     with pytest.raises(ValueError, match=message):
         SandboxSettings(**kw).validate()
     SandboxSettings().validate()
+
+
+def test_the_spares_warm_stages_come_from_the_config_file():
+    from agent.config import load_config
+    cfg = load_config(overrides=["sandbox.gpu_warm_stages=[digest_compile]"])
+    assert cfg.sandbox.gpu_warm_stages == ("digest_compile",)
+    assert load_config().sandbox.gpu_warm_stages == ("cuda_init", "profiler_init", "digest_compile")
