@@ -128,7 +128,22 @@ def summary(rows: list[dict]) -> dict:
         out[kind] = {"min": min(flat), "median": statistics.median(flat), "max": max(flat),
                      "process_medians_min": min(medians), "process_medians_max": max(medians),
                      "widest_within_one_process": max(max(p) - min(p) for p in per)}
+    by_clock = by_sm_clock(rows)
+    if by_clock:
+        out["plain_by_sm_mhz"] = by_clock
     return out
+
+
+def by_sm_clock(rows: list[dict]) -> dict[int, dict]:
+    """The plain floors grouped by the SM clock read just after each: {MHz: {n, median, min, max}} (us), the
+    question being whether the low floors are the high clocks."""
+    groups: dict[int, list[float]] = {}
+    for r in rows:
+        for floor, mhz in zip(r.get("plain") or [], r.get("sm_mhz") or []):
+            if floor is not None and mhz is not None:
+                groups.setdefault(int(mhz), []).append(floor)
+    return {mhz: {"n": len(v), "median": statistics.median(v), "min": min(v), "max": max(v)}
+            for mhz, v in sorted(groups.items())}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
             fmt = lambda xs: " ".join("-" if x is None else f"{x:.2f}" for x in xs)   # noqa: E731
             mhz = " ".join("-" if c is None else str(c) for c in r["sm_mhz"])
             print(f"process {r['process']}: plain {fmt(r['plain'])} | pdl {fmt(r['pdl'])} | SM MHz {mhz}")
+    for mhz, g in result["summary"].get("plain_by_sm_mhz", {}).items():
+        print(f"plain at {mhz} MHz: {g['n']} floors, {g['min']:.2f} / {g['median']:.2f} / {g['max']:.2f} us")
     for kind, s in result["summary"].items():
+        if kind == "plain_by_sm_mhz":
+            continue
         print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
               f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
               f"{s['widest_within_one_process']:.2f}")

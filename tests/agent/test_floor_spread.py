@@ -109,3 +109,13 @@ def test_gpu_ticks_run_beside_the_child_and_stop_with_it(tmp_path, monkeypatch):
     assert len(ticks.read_text()) == n
     compile(floor_spread.CHILD, "child", "exec")          # the real child and tick loop are valid Python
     compile(floor_spread.GPU_TICK, "tick", "exec")
+
+
+def test_floors_are_grouped_by_the_sm_clock_read_after_each():
+    rows = [{"process": 0, "plain": [1.0, 1.5, 1.4], "pdl": [None] * 3, "sm_mhz": [1980, 1755, 1755]},
+            {"process": 1, "plain": [1.1, 1.6], "pdl": [None] * 2, "sm_mhz": [1980, None]},
+            {"process": 2, "error": "no answer in 120 s"}]
+    assert floor_spread.by_sm_clock(rows) == {1755: {"n": 2, "median": pytest.approx(1.45), "min": 1.4, "max": 1.5},
+                                              1980: {"n": 2, "median": pytest.approx(1.05), "min": 1.0, "max": 1.1}}
+    assert list(floor_spread.summary(rows)["plain_by_sm_mhz"]) == [1755, 1980]
+    assert "plain_by_sm_mhz" not in floor_spread.summary([{"process": 0, "plain": [1.5], "pdl": [None]}])
