@@ -44,12 +44,10 @@ from pathlib import Path
 from sandbox.gpu_gates import add_hold_stats
 from sandbox.worker import WARM_STAGES
 
+# The SM clock from sandbox.isolation.gpu_environment: NVML's handle of torch's device 0 (matched by UUID)
 CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLED = sys.argv[2] == '1'\n"
-         "try:\n"
-         "    import pynvml; pynvml.nvmlInit(); h = pynvml.nvmlDeviceGetHandleByIndex(0)\n"
-         "    clock = lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)\n"
-         "except Exception:\n"
-         "    clock = lambda: None\n"
+         "from sandbox.isolation import gpu_environment\n"
+         "clock = lambda: (gpu_environment(0).get('clocks_mhz') or {}).get('sm')\n"
          "parts = []\n"
          "for _ in range(int(sys.argv[1])):\n"
          "    p = {k: (None if v is None else v * 1e6) for k, v in g.floor_parts_s().items()}\n"

@@ -40,6 +40,20 @@ def launch_floors(db_path: str) -> dict[str, list[float]]:
     return out
 
 
+def floors_by_sm_clock(db_path: str) -> dict[int, list[float]]:
+    """SM clock (MHz, read by the parent as the evaluation began: sandbox/isolation.py host_environment) -> the
+    floors (us) of the evaluations that read it: whether a run's low floors are its high clocks
+    (agent/studies/floor_spread.py asks the same of fresh processes)."""
+    out: dict[int, list[float]] = {}
+    for ev in _evaluations(db_path):
+        result = EvalResult.from_json(ev["result"])
+        floor = measured_floor_us(result)
+        mhz = (result.environment.get("clocks_mhz") or {}).get("sm")
+        if floor is not None and mhz is not None:
+            out.setdefault(int(mhz), []).append(floor)
+    return dict(sorted(out.items()))
+
+
 def hold_counts(db_path: str) -> dict[str, int]:
     """The timed batches of every evaluation, summed: how many were queued whole behind the GPU's hold and how
     many ran unheld (benchmarks/gpu_timer.py held_batch; evaluations since session 37 keep timing_hold)."""
@@ -71,6 +85,9 @@ def main(argv: list[str]) -> int:
         if launches:
             print("  the floor kernel launched " + "; ".join(line(kind, launches[kind]) for kind in
                                                              sorted(launches, key=lambda k: (k != "plain", k))))
+        clocks = floors_by_sm_clock(path)
+        if clocks:
+            print("  by SM clock " + "; ".join(line(f"{mhz} MHz", f) for mhz, f in clocks.items()))
         held = hold_counts(path)
         if held:
             print("  timed batches " + ", ".join(f"{k} {v}" for k, v in held.items()))

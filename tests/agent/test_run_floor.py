@@ -159,12 +159,13 @@ def test_run_floors_reads_each_evaluations_floor_from_a_real_trail(tmp_path, cap
 
 
 def test_run_floors_reports_both_launches_of_the_floor_kernel_where_kept(tmp_path, capsys):
-    from agent.studies.run_floors import hold_counts, launch_floors, main
+    from agent.studies.run_floors import floors_by_sm_clock, hold_counts, launch_floors, main
 
     class KeepsParts(NoisyFloors):
         def __call__(self, req):
             r = super().__call__(req)
             r.environment["floor_us"] = {"plain": measured_floor_us(r), "pdl": 1.7}
+            r.environment["clocks_mhz"] = {"sm": 1980 if measured_floor_us(r) < 1.2 else 1755, "sm_max": 1980}
             r.environment["timing_hold"] = {"batches": 6, "held": 5, "retried": 1, "unheld": 1}
             return r
 
@@ -178,6 +179,9 @@ def test_run_floors_reports_both_launches_of_the_floor_kernel_where_kept(tmp_pat
     main([str(audit.path)])
     out = capsys.readouterr().out
     assert "the floor kernel launched plain n=" in out and f"timed batches batches {6 * n}, held {5 * n}" in out
+    clocks = floors_by_sm_clock(str(audit.path))
+    assert set(clocks) == {1755, 1980} and set(clocks[1980]) == {1.0} and set(clocks[1755]) == {1.5}
+    assert "by SM clock 1755 MHz" in out
 
 
 def test_the_runs_report_shows_seed_final_and_baselines_on_the_runs_floor(tmp_path):
