@@ -8,7 +8,9 @@ pre-started worker's GPU start-up (sandbox/worker.py warm_gpu: CUDA context, CUP
 exited, the floor read 0.94-1.64 (agent/studies/floor_spread.py --spares): a search's worker pool
 (sandbox/prestart.py) does that beside every evaluation. GPU work of another context interleaves with the timed
 replays, and an interval between two events then holds time that is not the timed graph's. Which part of the
-start-up (the context, CUPTI, the kernel, the exit) does it is not yet measured.
+start-up (the context, CUPTI, the kernel, the exit) does it is not yet measured. Nor is the other explanation the
+numbers allow: the spread was downward (0.94-1.2 against 1.43-1.56 quiet), as if other contexts' work kept the
+GPU's clocks up between the replays; floor_spread records the SM clock after each floor since session 39.
 
 What the lock costs is not yet known either: a start-up's GPU stages took 3.2 s on the H100 (0.4 context, 2.3
 CUPTI, 0.5 digest kernel) and a search screen about 1 s, so a lock around all of them would make a search wait

@@ -2,6 +2,8 @@
 # the floor, and what the GPU's lock (benchmarks/gpu_lock.py, off unless AKA_GPU_LOCK is set) costs a search and
 # buys it. Session 38 (an H100): fresh processes read 1.43-1.56 us quiet or beside 16 busy loops; beside 3 loops
 # of start-ups (context, CUPTI, digest kernel, exit) 0.94-1.64; a search's evaluations 1.00-1.73. No carry needed.
+# Session 39 found no machine to run it (the loans were paused) and added the SM clock to every floor, the tick
+# floors (GPU work of other contexts without start-ups) and the ctx search (sandbox.gpu_warm_stages=[]).
 # About 13 minutes on either card; one command:
 #   rm -rf /tmp/repo /tmp/res && cp -a . /tmp/repo && cd /tmp/repo && \
 #     (setsid nohup bash agent/studies/batch/session39.sh > /tmp/bg.log 2>&1 < /dev/null &); \
