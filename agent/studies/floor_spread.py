@@ -42,7 +42,7 @@ import sys
 from pathlib import Path
 
 from sandbox.gpu_gates import add_hold_stats
-from sandbox.worker import WARM_STAGES
+from sandbox.settings import WARM_STAGES
 
 # The SM clock from sandbox.isolation.gpu_environment: NVML's handle of torch's device 0 (matched by UUID)
 CHILD = ("import json, sys; from benchmarks import gpu_timer as g; g.HOLD_ENABLED = sys.argv[2] == '1'\n"
@@ -126,9 +126,6 @@ def summary(rows: list[dict]) -> dict:
         out[kind] = {"min": min(flat), "median": statistics.median(flat), "max": max(flat),
                      "process_medians_min": min(medians), "process_medians_max": max(medians),
                      "widest_within_one_process": max(max(p) - min(p) for p in per)}
-    by_clock = by_sm_clock(rows)
-    if by_clock:
-        out["plain_by_sm_mhz"] = by_clock
     return out
 
 
@@ -175,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         add_hold_stats(held, r.get("hold"))
     result = {"load": args.load, "hold": not args.no_hold, "spares": args.spares, "spare_stages": stages,
               "spare_linger_s": args.spare_linger, "lock": args.lock, "gpu_tick": args.gpu_tick, "rows": rows,
-              "summary": summary(rows),
-              "hold_counts": held}
+              "summary": summary(rows), "plain_by_sm_mhz": by_sm_clock(rows), "hold_counts": held}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1))
     for r in rows:
@@ -186,17 +182,15 @@ def main(argv: list[str] | None = None) -> int:
             fmt = lambda xs: " ".join("-" if x is None else f"{x:.2f}" for x in xs)   # noqa: E731
             mhz = " ".join("-" if c is None else str(c) for c in r["sm_mhz"])
             print(f"process {r['process']}: plain {fmt(r['plain'])} | pdl {fmt(r['pdl'])} | SM MHz {mhz}")
-    for mhz, g in result["summary"].get("plain_by_sm_mhz", {}).items():
+    for mhz, g in result["plain_by_sm_mhz"].items():
         print(f"plain at {mhz} MHz: {g['n']} floors, {g['min']:.2f} / {g['median']:.2f} / {g['max']:.2f} us")
     for kind, s in result["summary"].items():
-        if kind == "plain_by_sm_mhz":
-            continue
         print(f"{kind}: {s['min']:.2f} / {s['median']:.2f} / {s['max']:.2f} us (min / median / max); process "
               f"medians {s['process_medians_min']:.2f}-{s['process_medians_max']:.2f}; widest within one process "
               f"{s['widest_within_one_process']:.2f}")
     print(f"load {args.load}, spares {args.spares} ({','.join(stages) or 'context only'}, linger "
-          f"{args.spare_linger:g} s), gpu ticks {args.gpu_tick}, hold {'on' if not args.no_hold else 'off'}, lock {'on' if args.lock else 'off'}: "
-          + ", ".join(f"{k} {v}" for k, v in held.items()))
+          f"{args.spare_linger:g} s), gpu ticks {args.gpu_tick}, hold {'on' if not args.no_hold else 'off'}, "
+          f"lock {'on' if args.lock else 'off'}: " + ", ".join(f"{k} {v}" for k, v in held.items()))
     return 1 if any("error" in r for r in rows) else 0
 
 

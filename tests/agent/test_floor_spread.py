@@ -111,11 +111,21 @@ def test_gpu_ticks_run_beside_the_child_and_stop_with_it(tmp_path, monkeypatch):
     compile(floor_spread.GPU_TICK, "tick", "exec")
 
 
-def test_floors_are_grouped_by_the_sm_clock_read_after_each():
+def test_floors_are_grouped_by_the_sm_clock_read_after_each(tmp_path, monkeypatch, capsys):
     rows = [{"process": 0, "plain": [1.0, 1.5, 1.4], "pdl": [None] * 3, "sm_mhz": [1980, 1755, 1755]},
             {"process": 1, "plain": [1.1, 1.6], "pdl": [None] * 2, "sm_mhz": [1980, None]},
             {"process": 2, "error": "no answer in 120 s"}]
     assert floor_spread.by_sm_clock(rows) == {1755: {"n": 2, "median": pytest.approx(1.45), "min": 1.4, "max": 1.5},
                                               1980: {"n": 2, "median": pytest.approx(1.05), "min": 1.0, "max": 1.1}}
-    assert list(floor_spread.summary(rows)["plain_by_sm_mhz"]) == [1755, 1980]
-    assert "plain_by_sm_mhz" not in floor_spread.summary([{"process": 0, "plain": [1.5], "pdl": [None]}])
+    assert floor_spread.by_sm_clock([{"process": 0, "plain": [1.5], "pdl": [None]}]) == {}
+    # main keeps the grouping beside the summary and prints it (a child standing in for the GPU's)
+    child = tmp_path / "child.py"
+    child.write_text("import json\nprint(json.dumps({'parts': [{'plain': 1.0, 'pdl': None, 'sm_mhz': 1980}, "
+                     "{'plain': 1.5, 'pdl': None, 'sm_mhz': 1755}], 'hold': {}}))\n")
+    monkeypatch.setattr(floor_spread, "CHILD", f"exec(open({str(child)!r}).read())")
+    out = tmp_path / "floors.json"
+    assert floor_spread.main(["--out", str(out), "--processes", "1", "--repeats", "2"]) == 0
+    import json
+    result = json.loads(out.read_text())
+    assert list(result["plain_by_sm_mhz"]) == ["1755", "1980"] and set(result["summary"]) == {"plain"}
+    assert "plain at 1755 MHz: 1 floors, 1.50 / 1.50 / 1.50 us" in capsys.readouterr().out
