@@ -283,6 +283,14 @@ def op_section(op: str, shapes: dict[str, dict[str, dict]]) -> list[str]:
     return lines + [""]
 
 
+def _floor_spread(meta: dict) -> str:
+    """' (the median of N measurements, a-b us)' when the run took several (measure_baselines --floor-samples)."""
+    samples = meta.get("floor_samples_us") or []
+    if len(samples) < 2:
+        return ""
+    return f" (the median of {len(samples)} measurements, {min(samples):.2f}-{max(samples):.2f} us)"
+
+
 def render(records: list[dict], meta: dict, hw) -> str:
     env = meta.get("env", {})
     clocks = env.get("clocks_mhz") or {}
@@ -290,7 +298,7 @@ def render(records: list[dict], meta: dict, hw) -> str:
     runs = meta.get("runs")     # several runs merged (merge_baseline_runs.py): each its command, floor and rounds
     lines = [f"# Seeds beside what users run ({datetime.date.today().isoformat()})", ""]
     lines += (["Runs, one process each on the same GPU (a later run's shapes replace an earlier's):", ""] + [
-        f"- `{r.get('command', '?')}` ({fmt(r.get('wall_s'), '.0f')} s; latency floor {fmt(r.get('floor_us'))} us; "
+        f"- `{r.get('command', '?')}` ({fmt(r.get('wall_s'), '.0f')} s; latency floor {fmt(r.get('floor_us'))} us{_floor_spread(r)}; "
         f"{r.get('rounds') or 1} rounds up to {fmt(r.get('rounds_max_us'), 'g')} us)" for r in runs] + [""] if runs
         else [f"Command: `{meta.get('command', '?')}` ({fmt(meta.get('wall_s'), '.0f')} s)", ""])
     lines += [
@@ -298,7 +306,8 @@ def render(records: list[dict], meta: dict, hw) -> str:
              f"(max {clocks.get('sm_max', '?')}) when read; torch {env.get('torch')}, triton {env.get('triton')}, "
              f"liger-kernel {env.get('liger-kernel')}, Python {env.get('python')}. Hot shapes, bf16.", "",
              f"Ceilings: {hw.name} datasheet ({hw.bandwidth_tbs} TB/s, bf16 {hw.peaks_tflops.get('bf16')} TFLOP/s); "
-             + (f"latency floor {fmt(meta.get('floor_us'))} us measured in the same process." if not runs else
+             + (f"latency floor {fmt(meta.get('floor_us'))} us measured in the same process{_floor_spread(meta)}."
+                if not runs else
                 "latency floor measured in each run's process (above)."), "", METHOD, ""]
     if (meta.get("rounds") or 1) > 1 and not runs:
         lines += [f"Rounds: every implementation of a shape whose seed took at most {fmt(meta.get('rounds_max_us'), 'g')} "

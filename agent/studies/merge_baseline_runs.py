@@ -29,7 +29,7 @@ def merge(paths: list[Path]) -> tuple[list[dict], dict]:
         env = env or meta.get("env", {})
         gpus.add(meta.get("env", {}).get("gpu"))
         hardware.add(meta.get("hardware"))
-        runs.append({k: meta.get(k) for k in ("command", "wall_s", "floor_us", "rounds", "rounds_max_us")})
+        runs.append({k: meta.get(k) for k in ("command", "wall_s", "floor_us", "floor_samples_us", "rounds", "rounds_max_us")})
         fresh: dict[tuple[str, str], list[dict]] = {}
         for r in data.get("records", []):
             fresh.setdefault((r["op"], r["shape"]), []).append(r)

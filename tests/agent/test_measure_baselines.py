@@ -252,3 +252,31 @@ def test_an_in_place_operator_is_checked_on_its_first_inputs_after_earlier_timin
     recs = mb.measure_op(spec, [small], study_hardware("h200"), None, "cpu", variants=False, slow=False,
                          dry_run=False, only={"eager"}, log=io.StringIO())
     assert [(r.impl, r.error) for r in recs] == [("seed", None), ("eager", None)]
+
+
+def test_the_run_floor_is_the_median_of_its_measurements():
+    """One floor scales every decode shape's attainment in a run, and one measurement can sit 15% off its
+    process's median (session 40); the run takes the median of several and keeps them all."""
+    from agent.studies.measure_baselines import run_floor_s
+    draws = iter([1.5e-6, 1.37e-6, 1.58e-6, 1.47e-6, 1.0e-6])
+    floor, taken = run_floor_s(lambda: next(draws), 5)
+    assert floor == pytest.approx(1.47e-6)
+    assert taken == [1.5e-6, 1.37e-6, 1.58e-6, 1.47e-6, 1.0e-6]
+    assert run_floor_s(lambda: 2e-6, 1) == (2e-6, [2e-6])
+
+
+def test_the_report_names_the_floors_spread_when_the_run_took_several():
+    from benchmarks.hardware import load_hardware
+    recs = [_rec("T16", "seed", "seed", 2.0, {"T": 16, "I": 256}),
+            _rec("T16", "compile", "baseline", 1.8, {"T": 16, "I": 256})]
+    hw = load_hardware("h200")
+    text = br.render(recs, {"floor_us": 1.31, "floor_samples_us": [1.29, 1.31, 1.35]}, hw)
+    assert "latency floor 1.31 us measured in the same process (the median of 3 measurements, 1.29-1.35 us)." in text
+    assert "the median of" not in br.render(recs, {"floor_us": 1.31, "floor_samples_us": [1.31]}, hw)
+    merged = {"runs": [{"command": "a", "floor_us": 1.3, "floor_samples_us": [1.28, 1.3, 1.33]}, {"command": "b"}]}
+    assert "latency floor 1.30 us (the median of 3 measurements, 1.28-1.33 us);" in br.render(recs, merged, hw)
+
+
+def test_floor_samples_below_one_are_refused(tmp_path, capsys):
+    assert main(["--out", str(tmp_path / "x.md"), "--dry-run", "--floor-samples", "0"]) == 2
+    assert "--floor-samples 0 must be at least 1" in capsys.readouterr().err
