@@ -12,6 +12,14 @@ start-up (the context, CUPTI, the kernel, the exit) does it is not yet measured.
 numbers allow: the spread was downward (0.94-1.2 against 1.43-1.56 quiet), as if other contexts' work kept the
 GPU's clocks up between the replays; floor_spread records the SM clock after each floor since session 39.
 
+Session 40's answer (an H100, benchmarks/results/session40_h100.md): it is other contexts, not the start-up's
+stages, and not the SM clock as NVML reads it. Three processes launching a tiny kernel a millisecond (no start-up,
+no exit) moved every floor down by about 0.2 us (median 1.26 against 1.47 quiet) at 1980 MHz read after every
+floor; spares that bring up only their CUDA context spread the floor as much as spares that bring up everything.
+Neither this lock (it orders start-up stages and timed phases, not the mere presence of another busy context)
+nor skipping the warm stages (it cost a search 5x its time a candidate) removes that; the run's pinned floor
+(agent/run_floor.py) and paired rounds in one process are what keep a run's comparisons fair.
+
 What the lock costs is not yet known either: a start-up's GPU stages took 3.2 s on the H100 (0.4 context, 2.3
 CUPTI, 0.5 digest kernel) and a search screen about 1 s, so a lock around all of them would make a search wait
 for its spares. With a lock around every timed batch, session 38's floor study beside three start-up loops did

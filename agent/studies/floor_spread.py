@@ -29,6 +29,10 @@ seems to keep the GPU's clocks up between the replays, where a quiet GPU lets th
 the SM clock (NVML) after each floor (`sm_mhz`, None without nvidia-ml-py), and `--gpu-tick N` runs N processes
 that each launch one tiny kernel every millisecond and nothing else: GPU activity of other contexts without a
 start-up (no context created, no CUPTI, no exit while measuring).
+
+Session 40's answer on an H100 (benchmarks/results/session40_h100.md): the ticks lowered every floor by about
+0.2 us (1.04-1.42, median 1.26, against 1.37-1.58 quiet) while NVML read 1980 MHz after every one; spares bringing
+up the context only (`--spare-stages ""`) spread the floor as much as spares bringing up everything.
 """
 from __future__ import annotations
 
