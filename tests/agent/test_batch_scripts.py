@@ -46,7 +46,8 @@ def _dangling(text: str) -> list[int]:
     for i, line in enumerate(lines[1:], start=1):
         first = line.split()[0] if line.strip() else ""
         continued = lines[i - 1].rstrip().endswith("\\")
-        if line.startswith(" ") and (first.startswith("-") or "/" in first) and not continued:
+        assignment = re.match(r"[A-Za-z_][A-Za-z0-9_]*=", first)     # VAR=value command: a command of its own
+        if line.startswith(" ") and (first.startswith("-") or "/" in first) and not assignment and not continued:
             out.append(i + 1)
     return out
 
@@ -58,6 +59,8 @@ def test_every_continued_line_follows_a_backslash(batch):
 
 def test_a_continuation_without_its_backslash_is_found():
     assert _dangling("step a 1 python3 -m x \\\n  --ok\nstep b 1 python3 -m y\n  tests/z.py\n  -k q\n") == [4, 5]
+    # an indented command that starts with an environment assignment (a function's body) is not a continuation
+    assert _dangling("f() {\n  PYTHONPATH=/tmp/site:$PWD step a 1 python3 -m x\n}\n") == []
 
 
 def test_batch_skip_leaves_the_named_steps_out_and_runs_the_rest(tmp_path):
