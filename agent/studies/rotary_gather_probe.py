@@ -73,10 +73,12 @@ def probe_kernel(seed):
         HQ, HK, half = q.shape[1] // D, k.shape[1] // D, D // 2
         block_half = triton.next_power_of_2(half)
         cfg = seed._config(T, block_half)
-        if not cfg["FUSED"]:
-            raise ValueError(f"the seed's entry for T={T}, BLOCK_HALF={block_half} is not the fused path: {cfg}")
         heads_q, heads_k = triton.next_power_of_2(HQ), triton.next_power_of_2(HK)
-        tokens = min(cfg["TOKENS"], triton.next_power_of_2(T))
+        token_tile = max(heads_q, heads_k) * block_half
+        if not cfg["FUSED"] or token_tile > seed.CONFIGS["max_fused_tile"] or seed.CONFIGS["PDL"]:
+            raise ValueError(f"the seed does not take its fused path without PDL at T={T}, Hq={HQ}, Hk={HK}, D={D} "
+                             f"(entry {cfg}, PDL {seed.CONFIGS['PDL']}): this probe mirrors that path only")
+        tokens = min(cfg["TOKENS"], triton.next_power_of_2(T), seed.CONFIGS["max_fused_tile"] // token_tile)
         q_out, k_out = torch.empty_like(q), torch.empty_like(k)
         _pregathered_kernel[(triton.cdiv(T, tokens),)](
             q, k, rows, q_out, k_out, T, HQ, HK, q.stride(0), k.stride(0), rows.stride(0), q_out.stride(0),
